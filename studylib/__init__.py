@@ -1,0 +1,8 @@
+"""studylib: the library behind the few-shot embedding study.
+
+Layout: ``data`` (embedded and real data sets, samplers, batched augmentation), ``models`` (backbones, heads),
+``methods`` (one module per paper's method), ``training`` (the loop and the run store), ``evaluation``
+(batched few-shot evaluation), ``experiments`` (what each notebook runs), ``plots``.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,198 @@
+"""Batch samplers: index tensors into a split, never images.
+
+Four ways to build a training batch, the ones seed 000 compares (Sec. 2.2 III, Sec. 3.4, Appendix B):
+
+* :class:`EpisodicSampler` — ``w`` ways, ``n`` shots, ``m`` queries; images are drawn per episode, either
+  independently for every episode ("with replacement", the default of Snell et al.) or from per-class
+  queues that hand out every image at most once per epoch ("without replacement").
+* :class:`ShuffledSampler` — a permutation per epoch cut into batches: every image once per epoch (NCA).
+* :class:`ReplacementSampler` — every batch drawn independently and uniformly (NCA "with replacement").
+* :class:`FixedCompositionSampler` — an episodic batch (``w`` classes x ``n+m`` images) with no
+  support/query roles (NCA with "fixed batch composition").
+
+Every sampler is deterministic in ``(seed, epoch)``: :meth:`epoch` returns the same batches however often it
+is called, which is what makes a killed run resume exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from studylib.data.base import DataError
+
+
+@dataclass
+class Batch:
+    """What a sampler drew.
+
+    Attributes:
+        indices: ``[B]`` int64 indices into the split.
+        labels: ``[B]`` int64 or None. Episodic samplers give episode-local labels ``0..w-1``; the others give
+            the split's labels, or None when built without labels (self-supervised training).
+        support: ``[B]`` bool, True for support images of an episode; None when the batch has no roles.
+        ways, shots, queries: the episode shape when the batch is episodic (class-major order: for each of
+            the ``ways`` classes, ``shots`` support images then ``queries`` query images).
+    """
+
+    indices: torch.Tensor
+    labels: torch.Tensor | None = None
+    support: torch.Tensor | None = None
+    ways: int | None = None
+    shots: int | None = None
+    queries: int | None = None
+
+    def __len__(self) -> int:
+        return int(self.indices.numel())
+
+
+def _epoch_generator(seed: int, epoch: int) -> torch.Generator:
+    return torch.Generator().manual_seed((seed * 1_000_003 + epoch * 7919 + 17) % (2**63 - 1))
+
+
+class ClassTable:
+    """Per-class index table: ``table[k, :counts[k]]`` are the indices of class ``k`` (CPU, int64)."""
+
+    def __init__(self, labels: torch.Tensor, num_classes: int | None = None) -> None:
+        labels = labels.detach().cpu().long()
+        k = int(labels.max()) + 1 if num_classes is None else num_classes
+        self.counts = torch.bincount(labels, minlength=k)
+        order = torch.argsort(labels, stable=True)
+        width = int(self.counts.max()) if len(labels) else 0
+        self.table = torch.full((k, width), -1, dtype=torch.long)
+        starts = torch.cumsum(self.counts, 0) - self.counts
+        pos = torch.arange(len(labels)) - starts[labels[order]]
+        self.table[labels[order], pos] = order
+        self.num_classes = k
+
+    def draw(self, classes: torch.Tensor, per_class: int, gen: torch.Generator) -> torch.Tensor:
+        """``[len(classes), per_class]`` indices, drawn without replacement inside each class."""
+        keys = torch.rand(len(classes), self.table.shape[1], generator=gen)
+        valid = torch.arange(self.table.shape[1])[None, :] < self.counts[classes][:, None]
+        keys[~valid] = 2.0  # invalid slots sort last
+        cols = torch.argsort(keys, dim=1)[:, :per_class]
+        return torch.gather(self.table[classes], 1, cols)
+
+
+def check_episode(ways: int, shots: int, queries: int, counts: torch.Tensor, what: str = "split") -> None:
+    """Fail before training when the data cannot hold ``ways`` classes of ``shots + queries`` images."""
+    if ways < 1 or shots < 0 or queries < 0 or shots + queries < 1:
+        raise DataError(f"an episode needs ways >= 1 and shots + queries >= 1, got ways={ways}, shots={shots}, "
+                        f"queries={queries}")
+    k = int((counts > 0).sum())
+    if ways > k:
+        raise DataError(f"{ways}-way episodes need {ways} classes but the {what} has {k}; lower 'ways' to at most {k}")
+    smallest = int(counts[counts > 0].min())
+    if shots + queries > smallest:
+        raise DataError(f"shots + queries = {shots} + {queries} = {shots + queries} images per class, but the "
+                        f"smallest class of the {what} has {smallest}; lower shots or queries so that they sum "
+                        f"to at most {smallest}")
+
+
+class EpisodicSampler:
+    """Episodes of ``ways`` classes x (``shots`` support + ``queries`` query) images.
+
+    ``replacement=True``: every episode independently picks ``ways`` classes and ``shots+queries`` images of
+    each (images recur across episodes of an epoch). ``replacement=False``: each class keeps a shuffled queue
+    per epoch; an episode takes the next ``shots+queries`` images of ``ways`` classes chosen among those with
+    enough left, so no image appears twice in an epoch; the epoch ends after ``episodes_per_epoch`` episodes
+    or when fewer than ``ways`` classes have enough images left.
+    """
+
+    def __init__(self, labels: torch.Tensor, ways: int, shots: int, queries: int, episodes_per_epoch: int,
+                 replacement: bool = True, seed: int = 0, roles: bool = True, what: str = "split") -> None:
+        self.classes = ClassTable(labels)
+        check_episode(ways, shots, queries, self.classes.counts, what)
+        self.ways, self.shots, self.queries = ways, shots, queries
+        self.episodes_per_epoch = episodes_per_epoch
+        self.replacement, self.seed, self.roles = replacement, seed, roles
+        per = shots + queries
+        self.labels = torch.arange(ways).repeat_interleave(per)
+        self.support = (torch.arange(per) < shots).repeat(ways) if roles else None
+
+    @property
+    def batch_size(self) -> int:
+        return self.ways * (self.shots + self.queries)
+
+    def __len__(self) -> int:
+        return self.episodes_per_epoch
+
+    def _batch(self, idx: torch.Tensor) -> Batch:
+        if self.roles:
+            return Batch(idx.reshape(-1), self.labels, self.support, self.ways, self.shots, self.queries)
+        return Batch(idx.reshape(-1), self.labels, None, self.ways, None, None)
+
+    def epoch(self, epoch: int) -> list[Batch]:
+        gen = _epoch_generator(self.seed, epoch)
+        present = torch.nonzero(self.classes.counts > 0).squeeze(1)
+        per = self.shots + self.queries
+        out: list[Batch] = []
+        if self.replacement:
+            for _ in range(self.episodes_per_epoch):
+                cls = present[torch.randperm(len(present), generator=gen)[: self.ways]]
+                out.append(self._batch(self.classes.draw(cls, per, gen)))
+            return out
+        # Without replacement: per-class shuffled queues with cursors.
+        queue = self.classes.draw(present, int(self.classes.counts.max()), gen)  # [K, max] shuffled per class
+        left = self.classes.counts[present].clone()
+        cursor = torch.zeros(len(present), dtype=torch.long)
+        for _ in range(self.episodes_per_epoch):
+            ok = torch.nonzero(left >= per).squeeze(1)
+            if len(ok) < self.ways:
+                break
+            pick = ok[torch.randperm(len(ok), generator=gen)[: self.ways]]
+            cols = cursor[pick][:, None] + torch.arange(per)[None, :]
+            out.append(self._batch(torch.gather(queue[pick], 1, cols)))
+            cursor[pick] += per
+            left[pick] -= per
+        return out
+
+
+class FixedCompositionSampler(EpisodicSampler):
+    """Episodic batch composition (``ways`` x ``per_class`` images) without support/query roles."""
+
+    def __init__(self, labels: torch.Tensor, ways: int, per_class: int, batches_per_epoch: int,
+                 replacement: bool = True, seed: int = 0, what: str = "split") -> None:
+        super().__init__(labels, ways, per_class, 0, batches_per_epoch, replacement, seed, roles=False, what=what)
+
+
+class ShuffledSampler:
+    """A fresh permutation per epoch cut into batches of ``batch_size``: every image once per epoch."""
+
+    def __init__(self, num_items: int, batch_size: int, labels: torch.Tensor | None = None, seed: int = 0,
+                 drop_last: bool = True) -> None:
+        if batch_size < 1 or batch_size > num_items:
+            raise DataError(f"batch_size={batch_size} must lie in 1..{num_items} (the number of training images)")
+        self.num_items, self.batch_size, self.seed, self.drop_last = num_items, batch_size, seed, drop_last
+        self.labels = labels.cpu().long() if labels is not None else None
+
+    def __len__(self) -> int:
+        n, b = self.num_items, self.batch_size
+        return n // b if self.drop_last else -(-n // b)
+
+    def epoch(self, epoch: int) -> list[Batch]:
+        perm = torch.randperm(self.num_items, generator=_epoch_generator(self.seed, epoch))
+        chunks = perm.split(self.batch_size)[: len(self)]
+        return [Batch(c, self.labels[c] if self.labels is not None else None) for c in chunks]
+
+
+class ReplacementSampler(ShuffledSampler):
+    """Every batch drawn independently: ``batch_size`` distinct images uniformly from the whole split."""
+
+    def __init__(self, num_items: int, batch_size: int, batches_per_epoch: int, labels: torch.Tensor | None = None,
+                 seed: int = 0) -> None:
+        super().__init__(num_items, batch_size, labels, seed)
+        self.batches_per_epoch = batches_per_epoch
+
+    def __len__(self) -> int:
+        return self.batches_per_epoch
+
+    def epoch(self, epoch: int) -> list[Batch]:
+        gen = _epoch_generator(self.seed, epoch)
+        keys = torch.rand(self.batches_per_epoch, self.num_items, generator=gen)
+        idx = torch.topk(keys, self.batch_size, dim=1).indices
+        return [Batch(c, self.labels[c] if self.labels is not None else None) for c in idx]
+
+
+Sampler = EpisodicSampler | ShuffledSampler

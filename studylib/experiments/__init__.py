@@ -1,0 +1,1 @@
+"""What each notebook runs: parameter schemas and the functions its cells call."""

@@ -1,0 +1,110 @@
+"""Figures shared by the notebooks. Every function returns the matplotlib figure; :func:`save` writes it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from studylib.config import REPO_ROOT
+from studylib.data.base import ImageSplit
+
+FIGURES = REPO_ROOT / "figures"
+
+
+def save(fig: plt.Figure, notebook: str, name: str, formats: Sequence[str] = ("png",)) -> list[Path]:
+    """Write ``fig`` to ``figures/<notebook>/<name>.<fmt>`` (atomically: temp file then rename)."""
+    out = []
+    folder = FIGURES / notebook
+    folder.mkdir(parents=True, exist_ok=True)
+    for fmt in formats:
+        path = folder / f"{name}.{fmt}"
+        tmp = folder / f".{name}.tmp.{fmt}"
+        fig.savefig(tmp, dpi=130, bbox_inches="tight")
+        tmp.replace(path)
+        out.append(path)
+    return out
+
+
+def image_grid(split: ImageSplit, classes: int = 12, per_class: int = 10, seed: int = 0,
+               title: str | None = None) -> plt.Figure:
+    """A grid of ``classes`` rows (random classes of ``split``) x ``per_class`` instances."""
+    g = torch.Generator().manual_seed(seed)
+    picked = torch.randperm(split.num_classes, generator=g)[:classes]
+    labels = split.labels.cpu()
+    fig, axes = plt.subplots(len(picked), per_class, figsize=(per_class * 0.7, len(picked) * 0.75))
+    axes = np.atleast_2d(axes)
+    for r, c in enumerate(picked.tolist()):
+        idx = torch.nonzero(labels == c).squeeze(1)[:per_class]
+        for j in range(per_class):
+            ax = axes[r, j]
+            ax.set_axis_off()
+            if j < len(idx):
+                img = split.images[idx[j]].cpu()
+                if img.shape[0] == 1:
+                    ax.imshow(img[0].numpy(), cmap="gray_r" if img.float().mean() < 128 else "gray", vmin=0, vmax=255)
+                else:
+                    ax.imshow(img.permute(1, 2, 0).numpy())
+        name = split.class_names[c]
+        axes[r, 0].text(-0.15, 0.5, name[:28], transform=axes[r, 0].transAxes, ha="right", va="center", fontsize=6)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.subplots_adjust(wspace=0.05, hspace=0.05)
+    return fig
+
+
+def training_curves(metrics: list[dict[str, Any]], title: str = "") -> plt.Figure:
+    """Per-step training loss (smoothed) and, where logged, validation accuracy with its CI95 band."""
+    steps = [m for m in metrics if "loss" in m]
+    epochs = [m for m in metrics if "val_acc" in m]
+    fig, ax = plt.subplots(1, 2 if epochs else 1, figsize=(9 if epochs else 4.5, 3.2))
+    ax = np.atleast_1d(ax)
+    x = np.array([m["step"] for m in steps])
+    y = np.array([m["loss"] for m in steps])
+    ax[0].plot(x, y, alpha=0.3, lw=0.8, color="C0")
+    if len(y) > 10:
+        k = max(len(y) // 30, 2)
+        ax[0].plot(x[k - 1:], np.convolve(y, np.ones(k) / k, mode="valid"), color="C0", label=f"mean of {k} steps")
+        ax[0].legend(fontsize=7)
+    ax[0].set(xlabel="optimiser step", ylabel="training loss", title="loss")
+    if epochs:
+        e = np.array([m["epoch"] + 1 for m in epochs])
+        a = np.array([m["val_acc"] for m in epochs]) * 100
+        c = np.array([m.get("val_ci95", 0.0) for m in epochs]) * 100
+        ax[1].plot(e, a, marker="o", color="C1")
+        ax[1].fill_between(e, a - c, a + c, color="C1", alpha=0.25, label="CI95")
+        ax[1].set(xlabel="epoch", ylabel="accuracy (%)", title="validation few-shot accuracy")
+        ax[1].legend(fontsize=7)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def accuracy_bars(rows: list[dict[str, Any]], group: str, hue: str, title: str = "",
+                  chance: float | None = None) -> plt.Figure:
+    """Bars of ``row['mean']`` (fractions) with ``row['ci95']`` error bars, grouped by ``group`` and ``hue``."""
+    groups = list(dict.fromkeys(r[group] for r in rows))
+    hues = list(dict.fromkeys(r[hue] for r in rows))
+    width = 0.8 / len(hues)
+    fig, ax = plt.subplots(figsize=(1.2 + 1.3 * len(groups) * max(1, len(hues) / 2), 3.2))
+    for h_i, h in enumerate(hues):
+        xs, ms, cs = [], [], []
+        for g_i, g in enumerate(groups):
+            for r in rows:
+                if r[group] == g and r[hue] == h:
+                    xs.append(g_i + (h_i - (len(hues) - 1) / 2) * width)
+                    ms.append(100 * r["mean"])
+                    cs.append(100 * r["ci95"])
+        bars = ax.bar(xs, ms, width * 0.95, yerr=cs, capsize=3, label=str(h))
+        ax.bar_label(bars, fmt="%.1f", fontsize=7, padding=2)
+    if chance is not None:
+        ax.axhline(100 * chance, color="grey", ls="--", lw=1, label="chance")
+    ax.set_xticks(range(len(groups)), [str(g) for g in groups])
+    ax.set(ylabel="accuracy (%)", title=title, ylim=(0, 105))
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return fig
