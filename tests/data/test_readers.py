@@ -1,0 +1,631 @@
+"""Readers for real data sets, on tiny fixtures written in each on-disk format.
+
+References: the fixture arrays themselves (what was written must come back, relabelled), PIL's decoder for
+the PNG/JPEG files, ``torch.rot90`` for rotation classes, and torch's antialiased bilinear interpolation
+(which matches PIL's bilinear filter within 1 grey level) for resizing.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import pickle
+import struct
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+from studylib.data import readers as R
+from studylib.data.base import DataError, FewShotDataset
+
+SPLITS = ("train", "val", "test")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    """Every test writes its decode cache to a fresh folder, never to the repository's .cache/."""
+    monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path_factory.mktemp("cache")))
+    torch.set_num_threads(1)
+
+
+def torch_resize(x: np.ndarray, size: int) -> np.ndarray:
+    """Reference resize: ``[..., H, W]`` uint8 -> antialiased bilinear ``[..., size, size]`` via torch."""
+    t = torch.tensor(np.array(x), dtype=torch.float32)
+    shape = t.shape
+    t = t.reshape(-1, 1, *shape[-2:])
+    y = F.interpolate(t, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
+    return y.round().clamp(0, 255).reshape(*shape[:-2], size, size).numpy().astype(np.int64)
+
+
+def png_bytes(array: np.ndarray, mode: str | None = None) -> bytes:
+    buf = io.BytesIO()
+    img = Image.fromarray(array)
+    if mode:
+        img = img.convert(mode)
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def assert_class_disjoint(ds: FewShotDataset) -> None:
+    names = [set(ds[s].class_names) for s in SPLITS]
+    assert not (names[0] & names[1]) and not (names[0] & names[2]) and not (names[1] & names[2])
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Omniglot
+# ----------------------------------------------------------------------------------------------------------
+
+def glyph(rng: np.random.Generator) -> np.ndarray:
+    """A 105x105 bool image as the authors store it: True = white background, False = ink strokes."""
+    img = np.ones((105, 105), dtype=bool)
+    for _ in range(3):
+        r, c = rng.integers(5, 80, size=2)
+        h, w = rng.integers(3, 25, size=2)
+        img[r:r + h, c:c + w] = False
+    return img
+
+
+def write_omniglot(root: Path, top: str, alphabets: dict[str, int], drawers: int = 2, as_zip: bool = True,
+                   seed: int = 0) -> dict[str, np.ndarray]:
+    """Write ``top`` (zip or folder) with ``alphabets[name]`` characters of ``drawers`` 1-bit PNGs each.
+
+    Returns ``{"<alphabet>/<character>/<file>": bool array}`` of what was written.
+    """
+    rng = np.random.default_rng(seed)
+    written: dict[str, np.ndarray] = {}
+    entries: list[tuple[str, bytes | None]] = [(f"{top}/", None)]
+    for a, n_chars in alphabets.items():
+        entries.append((f"{top}/{a}/", None))
+        for c in range(1, n_chars + 1):
+            entries.append((f"{top}/{a}/character{c:02d}/", None))
+            for d in range(1, drawers + 1):
+                arr = glyph(rng)
+                name = f"{a}/character{c:02d}/{c:02d}{d:02d}_{d:02d}.png"
+                written[name] = arr
+                entries.append((f"{top}/{name}", png_bytes(arr.astype(np.uint8) * 255, "1")))
+    if as_zip:
+        with zipfile.ZipFile(root / f"{top}.zip", "w") as zf:
+            for name, data in entries:
+                if data is None:
+                    zf.writestr(zipfile.ZipInfo(name), b"")
+                else:
+                    zf.writestr(name, data)
+    else:
+        for name, data in entries:
+            p = root / name
+            if data is None:
+                p.mkdir(parents=True, exist_ok=True)
+            else:
+                p.write_bytes(data)
+    return written
+
+
+BG = {"Alpha": 3, "Beta": 2, "Gamma": 4}
+EV = {"Delta": 2, "Epsilon": 3}
+
+
+@pytest.fixture
+def omni_root(tmp_path: Path) -> tuple[Path, dict[str, np.ndarray]]:
+    root = tmp_path / "omni"
+    root.mkdir()
+    written = write_omniglot(root, "images_background", BG, seed=1)
+    written.update(write_omniglot(root, "images_evaluation", EV, seed=2))
+    return root, written
+
+
+def test_omniglot_pixels_polarity_and_resize(omni_root):
+    root, written = omni_root
+    full = R.load_omniglot(root, size=105, split="vinyals")
+    small = R.load_omniglot(root, size=28, split="vinyals")
+    n_chars = sum(BG.values()) + sum(EV.values())
+    assert sum(full[s].num_classes for s in SPLITS) == n_chars
+    for s in SPLITS:
+        sp = full[s]
+        assert sp.images.shape[1:] == (1, 105, 105) and small[s].images.shape[1:] == (1, 28, 28)
+        assert torch.equal(sp.labels, small[s].labels)
+        # images are grouped by class in file order; ink = 255, background = 0 (inverted PNG)
+        files = [f for c in sp.class_names for f in sorted(k for k in written if k.startswith(c + "/"))]
+        expected = np.stack([(~written[f]).astype(np.uint8) * 255 for f in files])
+        assert np.array_equal(sp.images[:, 0].numpy(), expected)
+        assert torch.equal(sp.labels, torch.arange(sp.num_classes).repeat_interleave(2))
+        # 28x28 = antialiased bilinear resize of the exact 105x105 pixels (PIL vs torch: within 1 level)
+        diff = np.abs(small[s].images[:, 0].numpy().astype(np.int64) - torch_resize(expected, 28))
+        assert diff.max() <= 1
+    assert full.info["polarity"].startswith("ink=255")
+
+
+def test_omniglot_zip_and_folder_agree(omni_root, tmp_path):
+    root, _ = omni_root
+    unzipped = tmp_path / "unzipped"
+    for z in root.glob("*.zip"):
+        with zipfile.ZipFile(z) as zf:
+            zf.extractall(unzipped)
+    a = R.load_omniglot(root, split="background-evaluation")
+    b = R.load_omniglot(unzipped, split="background-evaluation")
+    for s in SPLITS:
+        assert a[s].class_names == b[s].class_names
+        assert torch.equal(a[s].images, b[s].images) and torch.equal(a[s].labels, b[s].labels)
+    # a single zip, or the unzipped top folder itself, also works as root
+    one = R.load_omniglot(root / "images_background.zip", split="alphabet")
+    assert set(one["train"].superclass_names) | set(one["val"].superclass_names) | set(one["test"].superclass_names) == set(BG)
+    top = R.load_omniglot(unzipped / "images_background", split="alphabet")
+    assert top["test"].class_names == one["test"].class_names
+    # the unzipped folder wins over the zip of the same name when both are there
+    both = tmp_path / "both"
+    both.mkdir()
+    write_omniglot(both, "images_background", BG, seed=1)
+    write_omniglot(both, "images_background", BG, seed=1, as_zip=False)
+    ds = R.load_omniglot(both, split="alphabet")
+    assert any("same top folder" in s for s in ds.info["ignored_sources"])
+    assert ds.info["sources"][0].endswith("images_background")
+
+
+def test_omniglot_rotations(omni_root):
+    root, _ = omni_root
+    plain = R.load_omniglot(root, size=28, split="random", seed=3)
+    rot = R.load_omniglot(root, size=28, split="random", seed=3, rotations=True)
+    for s in SPLITS:
+        p, r = plain[s], rot[s]
+        assert r.num_classes == 4 * p.num_classes and len(r) == 4 * len(p)
+        assert r.class_names[:4] == [f"{p.class_names[0]}/rot{a:03d}" for a in (0, 90, 180, 270)]
+        for j in range(p.num_classes):
+            orig = p.images[p.labels == j]
+            for k in range(4):
+                got = r.images[r.labels == 4 * j + k]
+                assert torch.equal(got, torch.rot90(orig, k, dims=(-2, -1)))
+                assert r.superclass[4 * j + k] == r.superclass_names.index(p.superclass_names[int(p.superclass[j])])
+    assert_class_disjoint(rot)
+    # all four rotations of a character sit in one split
+    chars = [{n.rsplit("/", 1)[0] for n in rot[s].class_names} for s in SPLITS]
+    assert not (chars[0] & chars[1]) and not (chars[0] & chars[2]) and not (chars[1] & chars[2])
+
+
+def test_omniglot_split_rules(omni_root):
+    root, _ = omni_root
+    order = [f"{a}/character{c:02d}" for alph in (BG, EV) for a, n in alph.items() for c in range(1, n + 1)]
+    n = len(order)  # 14 characters
+    v = R.load_omniglot(root, split="vinyals")
+    n_val, n_test = round(n * 172 / 1623), round(n * 423 / 1623)
+    assert v["test"].class_names == order[n - n_test:]
+    assert v["val"].class_names == order[n - n_test - n_val:n - n_test]
+    assert v["train"].class_names == order[:n - n_test - n_val]
+    assert v.info["characters"] == {"train": n - n_val - n_test, "val": n_val, "test": n_test}
+
+    be = R.load_omniglot(root, split="background-evaluation")
+    assert set(be["test"].superclass_names) == set(EV)
+    assert set(be["train"].superclass_names) | set(be["val"].superclass_names) == set(BG)
+    assert not set(be["train"].superclass_names) & set(be["val"].superclass_names)
+
+    al = R.load_omniglot(root, split="alphabet")
+    alph = [set(al[s].superclass_names) for s in SPLITS]
+    assert all(alph) and not (alph[0] & alph[1]) and not (alph[0] & alph[2]) and not (alph[1] & alph[2])
+    for s in SPLITS:  # superclass = alphabet
+        sp = al[s]
+        assert [sp.superclass_names[int(i)] for i in sp.superclass] == [c.split("/")[0] for c in sp.class_names]
+
+    r1, r1b, r2 = (R.load_omniglot(root, split="random", seed=sd) for sd in (1, 1, 2))
+    assert [r1[s].class_names for s in SPLITS] == [r1b[s].class_names for s in SPLITS]
+    assert [sorted(r1[s].class_names) for s in SPLITS] != [sorted(r2[s].class_names) for s in SPLITS]
+    assert sorted(sum((r1[s].class_names for s in SPLITS), [])) == sorted(order)
+    for ds in (v, be, al, r1):
+        assert_class_disjoint(ds)
+    with pytest.raises(ValueError, match="unknown split"):
+        R.load_omniglot(root, split="lake")
+
+
+def test_omniglot_full_archive_wins_over_subset(tmp_path):
+    write_omniglot(tmp_path, "images_background", BG)
+    write_omniglot(tmp_path, "images_background_small1", {"Alpha": 3})
+    ds = R.load_omniglot(tmp_path, split="alphabet")
+    assert any("subset of" in s for s in ds.info["ignored_sources"])
+    assert sum(ds[s].num_classes for s in SPLITS) == sum(BG.values())
+
+
+def test_omniglot_errors(tmp_path):
+    with pytest.raises(DataError, match=r"does not exist.*images_background\.zip"):
+        R.load_omniglot(tmp_path / "nowhere")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match=r"no images_background\*\.zip.*under .*empty"):
+        R.load_omniglot(tmp_path / "empty")
+    # an empty character folder inside the zip
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    write_omniglot(bad, "images_background", BG)
+    with zipfile.ZipFile(bad / "images_background.zip", "a") as zf:
+        zf.writestr(zipfile.ZipInfo("images_background/Alpha/character09/"), b"")
+    with pytest.raises(DataError, match=r"images_background/Alpha/character09 .* holds no \.png"):
+        R.load_omniglot(bad)
+    # the same alphabet in two archives
+    dup = tmp_path / "dup"
+    dup.mkdir()
+    write_omniglot(dup, "images_background_small1", {"Alpha": 2})
+    write_omniglot(dup, "images_background_small2", {"Alpha": 2})
+    with pytest.raises(DataError, match="alphabet Alpha is in both"):
+        R.load_omniglot(dup)
+    # background-evaluation without evaluation alphabets says what to do instead
+    only_bg = tmp_path / "only_bg"
+    only_bg.mkdir()
+    write_omniglot(only_bg, "images_background", BG)
+    with pytest.raises(DataError, match=r"needs images_evaluation.*split='alphabet'"):
+        R.load_omniglot(only_bg, split="background-evaluation")
+    # a corrupt PNG names the file
+    corrupt = tmp_path / "corrupt"
+    (corrupt / "images_background" / "Alpha" / "character01").mkdir(parents=True)
+    (corrupt / "images_background" / "Alpha" / "character01" / "x.png").write_bytes(b"not a png")
+    with pytest.raises(DataError, match=r"cannot decode image .*x\.png"):
+        R.load_omniglot(corrupt, split="vinyals")
+
+
+def test_omniglot_unzipped_empty_character(tmp_path):
+    write_omniglot(tmp_path, "images_evaluation", EV, as_zip=False)
+    (tmp_path / "images_evaluation" / "Delta" / "character05").mkdir()
+    with pytest.raises(DataError, match=r"images_evaluation/Delta/character05 .* holds no \.png.*delete"):
+        R.load_omniglot(tmp_path)
+
+
+def test_decode_cache_is_reused_and_invalidated(omni_root, monkeypatch):
+    root, _ = omni_root
+    first = R.load_omniglot(root, split="vinyals")
+    cache_file = Path(first.info["cache_file"])
+    assert cache_file.is_file()
+    decode = R.decode_images
+    monkeypatch.setattr(R, "decode_images", lambda *a, **k: pytest.fail("decoded again despite the cache"))
+    second = R.load_omniglot(root, split="alphabet", rotations=True)  # split/rotations need no new decode
+    assert second.info["cache_file"] == str(cache_file)
+    again = R.load_omniglot(root, split="vinyals")
+    assert torch.equal(again["train"].images, first["train"].images)
+    monkeypatch.setattr(R, "decode_images", decode)
+    # a changed source file changes the fingerprint, hence the cache file
+    z = root / "images_evaluation.zip"
+    st = z.stat()
+    os.utime(z, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    third = R.load_omniglot(root, split="vinyals")
+    assert third.info["cache_file"] != str(cache_file)
+    # a damaged cache file is rebuilt with a warning, never fatal
+    Path(third.info["cache_file"]).write_bytes(b"garbage")
+    with pytest.warns(UserWarning, match="unreadable decode cache"):
+        fourth = R.load_omniglot(root, split="vinyals")
+    assert torch.equal(fourth["test"].images, first["test"].images)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# miniImageNet
+# ----------------------------------------------------------------------------------------------------------
+
+MINI_CLASSES = {"train": ["n01", "n02", "n03"], "val": ["n04", "n05"], "test": ["n06", "n07"]}
+
+
+def write_mini_pickles(root: Path, per_class: int = 3, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    arrays = {}
+    for s, classes in MINI_CLASSES.items():
+        n = per_class * len(classes)
+        data = rng.integers(0, 256, (n, 84, 84, 3), dtype=np.uint8)
+        perm = rng.permutation(n)  # classes interleaved in the array, as class_dict allows
+        class_dict = {c: perm[i * per_class:(i + 1) * per_class].tolist() for i, c in enumerate(reversed(classes))}
+        with open(root / f"mini-imagenet-cache-{s}.pkl", "wb") as fh:
+            pickle.dump({"image_data": data, "class_dict": class_dict}, fh, protocol=4)
+        arrays[s] = (data, class_dict)
+    return arrays
+
+
+def test_mini_imagenet_pickles(tmp_path):
+    arrays = write_mini_pickles(tmp_path)
+    ds = R.load_mini_imagenet(tmp_path)
+    assert ds.name == "mini_imagenet"
+    for s in SPLITS:
+        data, class_dict = arrays[s]
+        sp = ds[s]
+        assert sp.class_names == sorted(MINI_CLASSES[s])
+        assert sp.images.shape == (len(data), 3, 84, 84) and sp.images.dtype == torch.uint8
+        for k, c in enumerate(sp.class_names):
+            got = sp.images[sp.labels == k].permute(0, 2, 3, 1).numpy()
+            assert np.array_equal(got, data[class_dict[c]])
+    assert_class_disjoint(ds)
+    small = R.load_mini_imagenet(tmp_path, size=21)
+    data, class_dict = arrays["val"]
+    got = small["val"].images[small["val"].labels == 0].numpy().astype(np.int64)
+    ref = torch_resize(data[class_dict["n04"]].transpose(0, 3, 1, 2), 21)
+    assert np.abs(got - ref).max() <= 1
+
+
+def test_mini_imagenet_csv_layout(tmp_path):
+    rng = np.random.default_rng(0)
+    (tmp_path / "images").mkdir()
+    truth = {}
+    for s, classes in MINI_CLASSES.items():
+        rows = []
+        for c in classes:
+            for i in range(2):
+                name = f"{c}{i:08d}.jpg" if i == 0 else f"{c}{i:08d}.png"
+                arr = rng.integers(0, 256, (30, 40, 3), dtype=np.uint8)
+                if name.endswith(".jpg"):
+                    Image.fromarray(arr).convert("L").save(tmp_path / "images" / name, quality=95)  # grayscale JPEG
+                else:
+                    Image.fromarray(arr).save(tmp_path / "images" / name)
+                truth[name] = np.asarray(Image.open(tmp_path / "images" / name).convert("RGB"))
+                rows.append((name, c))
+        with open(tmp_path / f"{s}.csv", "w", newline="") as fh:
+            csv.writer(fh).writerows([("filename", "label"), *rows])
+    ds = R.load_mini_imagenet(tmp_path, size=12)
+    for s in SPLITS:
+        sp = ds[s]
+        assert sp.class_names == MINI_CLASSES[s] and sp.images.shape == (2 * len(MINI_CLASSES[s]), 3, 12, 12)
+        assert sp.class_counts().tolist() == [2] * sp.num_classes
+    # the PNG of class n02 matches the resized original within 1 grey level (grayscale JPEG -> 3 equal channels)
+    sp = ds["train"]
+    png = sp.images[sp.labels == 1][1].numpy().astype(np.int64)
+    assert np.abs(png - torch_resize(truth["n0200000001.png"].transpose(2, 0, 1), 12)).max() <= 1
+    gray = sp.images[sp.labels == 0][0]
+    assert torch.equal(gray[0], gray[1]) and torch.equal(gray[1], gray[2])
+    (tmp_path / "images" / "n0700000000.jpg").unlink()
+    with pytest.raises(DataError, match=r"1 images listed in the CSV files are missing .*n0700000000\.jpg"):
+        R.load_mini_imagenet(tmp_path, size=12)
+
+
+def test_mini_imagenet_errors(tmp_path):
+    with pytest.raises(DataError, match=r"does not exist"):
+        R.load_mini_imagenet(tmp_path / "missing")
+    with pytest.raises(DataError, match=r"no mini-imagenet-cache-train\.pkl or images/ \+ train\.csv under .*"
+                                        r"point data_root at the folder"):
+        R.load_mini_imagenet(tmp_path)
+    write_mini_pickles(tmp_path)
+    (tmp_path / "mini-imagenet-cache-val.pkl").unlink()
+    with pytest.raises(DataError, match=r"missing mini-imagenet-cache-val\.pkl under"):
+        R.load_mini_imagenet(tmp_path)
+    (tmp_path / "mini-imagenet-cache-val.pkl").write_bytes(b"\x80\x04garbage that is no pickle")
+    with pytest.raises(DataError, match=r"mini-imagenet-cache-val\.pkl is not a readable pickle"):
+        R.load_mini_imagenet(tmp_path, cache=False)
+    with open(tmp_path / "mini-imagenet-cache-val.pkl", "wb") as fh:  # an index past the end of image_data
+        pickle.dump({"image_data": np.zeros((2, 84, 84, 3), np.uint8), "class_dict": {"n09": [0, 5]}}, fh)
+    with pytest.raises(DataError, match=r"indexes image 5 but image_data holds 2 images"):
+        R.load_mini_imagenet(tmp_path, cache=False)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# tieredImageNet
+# ----------------------------------------------------------------------------------------------------------
+
+def write_tiered(root: Path, seed: int = 0) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    spec_names = [f"n{i:03d}" for i in range(8)]
+    gen_names = ["animal", "device", "plant", "food"]
+    layout = {"train": ([0, 1, 2], [0, 0, 1]), "val": ([3, 4], [2, 2]), "test": ([5, 6, 7], [3, 3, 3])}
+    truth = {}
+    for s, (spec_ids, gen_ids) in layout.items():
+        spec = np.repeat(spec_ids, 2)[::-1].copy()  # reversed order: the reader must not assume sorted labels
+        gen = np.repeat(gen_ids, 2)[::-1].copy()
+        imgs = rng.integers(0, 256, (len(spec), 16, 16, 3), dtype=np.uint8)
+        encoded = [np.frombuffer(png_bytes(im), dtype=np.uint8) for im in imgs]
+        with open(root / f"{s}_images_png.pkl", "wb") as fh:
+            pickle.dump(encoded, fh)
+        with open(root / f"{s}_labels.pkl", "wb") as fh:
+            pickle.dump({"label_specific": spec, "label_general": gen, "label_specific_str": spec_names,
+                         "label_general_str": gen_names}, fh)
+        truth[s] = (imgs, spec, gen)
+    return truth
+
+
+def test_tiered_imagenet(tmp_path):
+    truth = write_tiered(tmp_path)
+    ds = R.load_tiered_imagenet(tmp_path, size=16)
+    gen_names = ["animal", "device", "plant", "food"]
+    for s in SPLITS:
+        imgs, spec, gen = truth[s]
+        sp = ds[s]
+        assert sp.class_names == [f"n{i:03d}" for i in sorted(set(spec.tolist()))]
+        for k, name in enumerate(sp.class_names):
+            mask = spec == int(name[1:])
+            assert np.array_equal(sp.images[sp.labels == k].permute(0, 2, 3, 1).numpy(), imgs[mask])
+            assert sp.superclass_names[int(sp.superclass[k])] == gen_names[int(gen[mask][0])]
+    assert ds["train"].superclass_names == ["animal", "device"]
+    assert_class_disjoint(ds)
+
+
+def test_tiered_imagenet_errors(tmp_path):
+    write_tiered(tmp_path)
+    (tmp_path / "test_labels.pkl").unlink()
+    with pytest.raises(DataError, match=r"missing test_labels\.pkl under .*_images_png\.pkl"):
+        R.load_tiered_imagenet(tmp_path)
+    with open(tmp_path / "test_labels.pkl", "wb") as fh:  # 5 labels for 6 images
+        pickle.dump({"label_specific": np.arange(5), "label_general": np.zeros(5, int)}, fh)
+    with pytest.raises(DataError, match=r"holds 6 images but .* 5 specific .*length mismatch"):
+        R.load_tiered_imagenet(tmp_path)
+    (tmp_path / "test_labels.pkl").write_bytes(pickle.dumps({"x": 1})[:-3])  # truncated
+    with pytest.raises(DataError, match=r"test_labels\.pkl is not a readable pickle"):
+        R.load_tiered_imagenet(tmp_path)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# CIFAR-FS / FC100
+# ----------------------------------------------------------------------------------------------------------
+
+class Py2Pickler(pickle._Pickler):
+    """Writes bytes and str as Python-2 ``str`` (SHORT_BINSTRING/BINSTRING), as a Python-2 pickle does.
+
+    A numpy array pickled this way carries its raw buffer as a Python-2 string: ``pickle.load`` without
+    ``encoding="latin1"`` fails on it, exactly like the CIFAR-FS/FC100 files made under Python 2.
+    """
+
+    dispatch = pickle._Pickler.dispatch.copy()
+
+    def _py2_string(self, raw: bytes, obj) -> None:
+        n = len(raw)
+        self.write(pickle.SHORT_BINSTRING + bytes([n]) + raw if n < 256 else pickle.BINSTRING + struct.pack("<i", n) + raw)
+        self.memoize(obj)
+
+    def save_bytes(self, obj: bytes) -> None:
+        self._py2_string(obj, obj)
+
+    def save_str(self, obj: str) -> None:
+        self._py2_string(obj.encode("latin1"), obj)
+
+    dispatch[bytes] = save_bytes
+    dispatch[str] = save_str
+
+
+CIFAR_IDS = {"train": [0, 51, 99], "val": [3, 30], "test": [8, 13]}
+
+
+def write_cifar(root: Path, prefix: str, seed: int = 0) -> dict[str, tuple[np.ndarray, list[int]]]:
+    rng = np.random.default_rng(seed)
+    truth = {}
+    for s, ids in CIFAR_IDS.items():
+        labels = [i for i in ids for _ in range(2)][::-1]
+        data = rng.integers(0, 256, (len(labels), 32, 32, 3), dtype=np.uint8)
+        with open(root / f"{prefix}_{s}.pickle", "wb") as fh:
+            Py2Pickler(fh, protocol=2).dump({"data": data, "labels": labels})
+        truth[s] = (data, labels)
+    return truth
+
+
+@pytest.mark.parametrize("loader,prefix", [(R.load_cifar_fs, "CIFAR_FS"), (R.load_fc100, "FC100")])
+def test_cifar_like(tmp_path, loader, prefix):
+    truth = write_cifar(tmp_path, prefix)
+    with open(tmp_path / f"{prefix}_train.pickle", "rb") as fh, pytest.raises(UnicodeDecodeError):
+        pickle.load(fh)  # the fixture really is a Python-2 pickle
+    ds = loader(tmp_path)
+    for s in SPLITS:
+        data, labels = truth[s]
+        sp = ds[s]
+        assert sp.class_names == [R.CIFAR100_FINE_NAMES[i] for i in sorted(CIFAR_IDS[s])]
+        for k, gid in enumerate(sorted(CIFAR_IDS[s])):
+            mask = np.asarray(labels) == gid
+            assert np.array_equal(sp.images[sp.labels == k].permute(0, 2, 3, 1).numpy(), data[mask])
+    assert ds["train"].class_names == ["apple", "mushroom", "worm"]
+    tr = ds["train"]
+    assert [tr.superclass_names[int(i)] for i in tr.superclass] == [
+        "fruit_and_vegetables", "fruit_and_vegetables", "non-insect_invertebrates"]
+    assert ds.info["global_label_ids"]["val"] == [3, 30]
+    big = loader(tmp_path, size=84)  # upscaling (the seed-000 protocol trains CIFAR-FS at 84 px)
+    ref = torch_resize(truth["test"][0].transpose(0, 3, 1, 2), 84)  # images keep the file's order
+    assert big["test"].images.shape == (4, 3, 84, 84)
+    assert np.abs(big["test"].images.numpy().astype(np.int64) - ref).max() <= 1
+
+
+def test_cifar100_label_tables():
+    assert len(R.CIFAR100_FINE_NAMES) == 100 and list(R.CIFAR100_FINE_NAMES) == sorted(R.CIFAR100_FINE_NAMES)
+    fines = [f for v in R.CIFAR100_COARSE.values() for f in v]
+    assert len(R.CIFAR100_COARSE) == 20 and all(len(v) == 5 for v in R.CIFAR100_COARSE.values())
+    assert sorted(fines) == sorted(R.CIFAR100_FINE_NAMES)
+
+
+def test_cifar_errors(tmp_path):
+    with pytest.raises(DataError, match=r"missing CIFAR_FS_train\.pickle under .*CIFAR_FS_val\.pickle"):
+        R.load_cifar_fs(tmp_path)
+    write_cifar(tmp_path, "FC100")
+    with open(tmp_path / "FC100_val.pickle", "wb") as fh:
+        pickle.dump({"data": np.zeros((3, 32, 32, 3), np.uint8), "labels": [1, 2]}, fh)
+    with pytest.raises(DataError, match=r"FC100_val\.pickle holds 3 images but 2 labels"):
+        R.load_fc100(tmp_path)
+    (tmp_path / "FC100_val.pickle").write_bytes(b"")
+    with pytest.raises(DataError, match=r"FC100_val\.pickle is not a readable pickle \(EOFError"):
+        R.load_fc100(tmp_path)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# CUB and generic folders
+# ----------------------------------------------------------------------------------------------------------
+
+def write_cub(base: Path, n_classes: int = 8, per_class: int = 2, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    (base / "images").mkdir(parents=True)
+    img_lines, label_lines, class_lines = [], [], []
+    img_id = 1
+    for c in range(1, n_classes + 1):
+        name = f"{c:03d}.Bird_{c}"
+        class_lines.append(f"{c} {name}")
+        (base / "images" / name).mkdir()
+        for i in range(per_class):
+            rel = f"{name}/Bird_{c}_{i}.jpg"
+            arr = rng.integers(0, 256, (24, 30, 3), dtype=np.uint8)
+            img = Image.fromarray(arr)
+            (img.convert("L") if c == 1 else img).save(base / "images" / rel)
+            img_lines.append(f"{img_id} {rel}")
+            label_lines.append(f"{img_id} {c}")
+            img_id += 1
+    for fname, lines in (("images.txt", img_lines), ("image_class_labels.txt", label_lines),
+                         ("classes.txt", class_lines)):
+        (base / fname).write_text("\n".join(lines) + "\n")
+
+
+def test_cub_layout_and_split(tmp_path):
+    write_cub(tmp_path / "CUB_200_2011")
+    ds = R.load_cub(tmp_path, size=10)  # the parent of CUB_200_2011/ works too
+    assert [ds[s].class_names for s in SPLITS] == [
+        [f"{c:03d}.Bird_{c}" for c in range(1, 5)], ["005.Bird_5", "006.Bird_6"], ["007.Bird_7", "008.Bird_8"]]
+    for s in SPLITS:
+        assert ds[s].images.shape == (2 * ds[s].num_classes, 3, 10, 10)
+        assert ds[s].class_counts().tolist() == [2] * ds[s].num_classes
+    gray = ds["train"].images[0]  # class 1 was saved as a grayscale JPEG: 3 equal channels
+    assert torch.equal(gray[0], gray[1]) and torch.equal(gray[0], gray[2])
+    assert ds.info["class_ids"]["test"] == [7, 8]
+    assert_class_disjoint(ds)
+    same = R.load_cub(tmp_path / "CUB_200_2011", size=10)
+    assert torch.equal(same["val"].images, ds["val"].images)
+
+
+def test_cub_errors(tmp_path):
+    with pytest.raises(DataError, match=r"no images\.txt .*CUB_200_2011"):
+        R.load_cub(tmp_path)
+    write_cub(tmp_path)
+    with open(tmp_path / "classes.txt", "a") as fh:
+        fh.write("9 009.Empty_bird\n")
+    with pytest.raises(DataError, match=r"class 9 \(009\.Empty_bird\) has no images"):
+        R.load_cub(tmp_path)
+    (tmp_path / "image_class_labels.txt").unlink()
+    with pytest.raises(DataError, match=r"missing .*image_class_labels\.txt"):
+        R.load_cub(tmp_path)
+
+
+def write_folder(root: Path, classes: dict[str, list[str]], per_class: int = 2, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    for s, names in classes.items():
+        for c in names:
+            (root / s / c).mkdir(parents=True)
+            for i in range(per_class):
+                Image.fromarray(rng.integers(0, 256, (9, 9, 3), dtype=np.uint8)).save(root / s / c / f"{i}.png")
+
+
+FOLDER = {"train": ["cat", "dog", "emu"], "val": ["fox"], "test": ["gnu", "hen"]}
+
+
+def test_image_folder_and_cub_fallback(tmp_path):
+    write_folder(tmp_path, FOLDER)
+    (tmp_path / "train" / "cat" / "notes.txt").write_text("not an image")  # ignored
+    ds = R.load_image_folder(tmp_path, size=9)
+    for s in SPLITS:
+        assert ds[s].class_names == FOLDER[s]
+        assert ds[s].images.shape == (2 * len(FOLDER[s]), 3, 9, 9)
+        assert torch.equal(ds[s].labels, torch.arange(len(FOLDER[s])).repeat_interleave(2))
+    ref = np.asarray(Image.open(tmp_path / "test" / "hen" / "1.png").convert("RGB"))
+    assert np.array_equal(ds["test"].images[-1].permute(1, 2, 0).numpy(), ref)
+    cub = R.load_cub(tmp_path, size=9)
+    assert cub.name == "cub" and cub["val"].class_names == ["fox"]
+
+
+def test_image_folder_errors(tmp_path):
+    with pytest.raises(DataError, match=r"does not exist.*<root>/train/<class>/<image>"):
+        R.load_image_folder(tmp_path / "nope")
+    write_folder(tmp_path, {"train": ["a"], "val": ["b"]})
+    with pytest.raises(DataError, match=r"no test/ folder under"):
+        R.load_image_folder(tmp_path)
+    write_folder(tmp_path, {"test": ["c"]})
+    (tmp_path / "val" / "empty_class").mkdir()
+    with pytest.raises(DataError, match=r"class folder .*val/empty_class is empty"):
+        R.load_image_folder(tmp_path)
+    (tmp_path / "val" / "empty_class").rmdir()
+    write_folder(tmp_path / "dup", {"train": ["a", "b"], "val": ["b"], "test": ["c"]})
+    with pytest.raises(DataError, match=r"class 'b' is in both the train and the val split"):
+        R.load_image_folder(tmp_path / "dup")
+
+
+def test_readers_registry():
+    assert set(R.READERS) == {"omniglot", "mini_imagenet", "tiered_imagenet", "cifar_fs", "fc100", "cub", "folder"}
+    assert R.READERS["omniglot"] is R.load_omniglot and R.READERS["folder"] is R.load_image_folder
