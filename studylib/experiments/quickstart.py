@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from studylib.config import param
-from studylib.data import DATASETS
+from studylib.data import DATASETS, load_dataset
+from studylib.data.base import FewShotDataset
 from studylib.experiments.runner import DataSpec, EvalSpec, Outcome, RunSpec, run_spec
 from studylib.training.loop import OPTIMIZERS, SCHEDULES, TrainConfig
 
@@ -27,7 +28,8 @@ class Params:
     data_root: str | None = param(None, help="folder of a real data set")
     image_size: int = param(28, help="side of the square images fed to the network")
     rgb: bool = param(False, help="glyphs only: RGB variant with random colours")
-    split: str = param("random", help="class split: glyphs 'random'|'alphabet'; omniglot 'vinyals'|...")
+    split: str = param("random", help="class split: glyphs 'random'|'alphabet'; omniglot 'vinyals'|...; "
+                                      "ignored by the other data sets, whose splits are fixed")
     max_classes: int | None = param(None, help="glyphs only: keep this many classes (None: all)")
     backbone: str = param("conv4", choices=BACKBONES, help="embedding network")
     augment: str = param("none", help="training augmentation profile (studylib.data.augment.PROFILES)")
@@ -58,10 +60,18 @@ class Params:
 
 def data_spec(p: Any) -> DataSpec:
     """The data part of a run from notebook parameters that have data/data_root/image_size/... fields."""
-    opts: dict[str, Any] = {"size": p.image_size, "split": p.split}
+    opts: dict[str, Any] = {"size": p.image_size}
+    if p.data in ("glyphs", "omniglot"):
+        opts["split"] = p.split
     if p.data == "glyphs":
         opts.update(rgb=p.rgb, max_classes=p.max_classes, seed=0)
     return DataSpec(p.data, p.data_root, opts)
+
+
+def load_data(p: Any) -> FewShotDataset:
+    """The data set the parameters name (generated or read once, then kept in memory)."""
+    d = data_spec(p)
+    return load_dataset(d.name, d.root, **d.options)
 
 
 def spec_from_params(p: Params) -> RunSpec:

@@ -8,6 +8,7 @@ where it stopped).
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
@@ -113,13 +114,27 @@ def build_parts(spec: RunSpec, dataset: FewShotDataset) -> tuple[Method, Callabl
     torch.manual_seed(spec.train.seed)
     backbone = build_backbone(spec.backbone, in_channels=int(train_split.images.shape[1]), **spec.backbone_options)
     augment = build_augment(spec.augment, size=size, mean=mean, std=std, **spec.augment_options)
-    method = build_method(spec.method, backbone=backbone, augment=augment, num_classes=train_split.num_classes,
-                          size=size, mean=mean, std=std, **spec.method_options)
+    # Context a method may need besides its own options (CE's classifier size, BECLR's second augmentation).
+    context = {"num_classes": train_split.num_classes, "size": size, "mean": mean, "std": std}
+    method = build_method(spec.method, backbone=backbone, augment=augment,
+                          **_accepted(spec.method, context), **spec.method_options)
 
     def transform(x: torch.Tensor) -> torch.Tensor:
         return eval_transform(x, size=size, mean=mean, std=std)
 
     return method, transform
+
+
+def _accepted(method: str, context: dict[str, Any]) -> dict[str, Any]:
+    """The items of ``context`` that the registered factory of ``method`` takes as keyword arguments."""
+    from studylib.methods import METHODS
+    factory = METHODS.get(method)
+    if factory is None:
+        return {}
+    params = inspect.signature(factory).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return {}
+    return {k: v for k, v in context.items() if k in params}
 
 
 def features_of(method: Method, split: ImageSplit, transform: Callable[[torch.Tensor], torch.Tensor],
