@@ -132,9 +132,8 @@ def _accepted(method: str, context: dict[str, Any]) -> dict[str, Any]:
     if factory is None:
         return {}
     params = inspect.signature(factory).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return {}
-    return {k: v for k, v in context.items() if k in params}
+    named = {n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_KEYWORD}
+    return {k: v for k, v in context.items() if k in named}
 
 
 def features_of(method: Method, split: ImageSplit, transform: Callable[[torch.Tensor], torch.Tensor],

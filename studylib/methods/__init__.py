@@ -44,3 +44,5 @@ def build_method(name: str, backbone: nn.Module, augment: Callable[..., Any], **
 
 # Importing a method module registers its methods (kept at the bottom: the modules import register_method).
 from studylib.methods import episodes as _episodes  # noqa: E402,F401
+from studylib.methods import beclr as _beclr  # noqa: E402,F401
+from studylib.methods import spe as _spe  # noqa: E402,F401

@@ -38,6 +38,7 @@ from torch import nn
 
 from studylib.data.samplers import Batch
 from studylib.methods.base import Method
+from studylib.methods import register_method
 
 Sampler = Literal["naive", "intersection"]
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -554,3 +555,7 @@ class PrototypicalMethod(Method):
     @torch.no_grad()
     def features(self, x: torch.Tensor) -> torch.Tensor:
         return self.backbone(x).flatten(1)
+
+
+register_method("spe")(SPEMethod)
+register_method("pn_deterministic")(PrototypicalMethod)
