@@ -1,0 +1,70 @@
+"""The runner: finished runs are reused, interrupted runs resume to the same result, bad parameters are refused."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import studylib.experiments.runner as runner
+from studylib.config import ParamError, notebook_params
+from studylib.experiments import quickstart as qs
+from studylib.experiments.runner import DataSpec, EvalSpec, RunSpec, run_spec
+from studylib.training.loop import Interrupted, TrainConfig
+from studylib.training.runstore import RunStore
+
+
+def _spec(**train) -> RunSpec:
+    cfg = dict(epochs=2, sampler="shuffled", batch_size=64, lr=0.05, device="cpu", checkpoint_every=3)
+    cfg.update(train)
+    return RunSpec(name="t", data=DataSpec("glyphs", None, {"size": 28, "split": "random", "max_classes": 40,
+                                                           "seed": 0}),
+                   backbone="conv4", backbone_options={"hidden": 16}, method="nca", augment="none",
+                   train=TrainConfig(**cfg),
+                   eval=EvalSpec(episodes=60, val_episodes=20, classifiers=["nearest_centroid", "knn"]))
+
+
+def test_finished_run_is_reused_without_training(tmp_path, monkeypatch):
+    store = RunStore(tmp_path)
+    first = run_spec(_spec(), store, progress=False)
+    assert first.run.finished and set(first.result["test"]) == {"nearest_centroid/1", "nearest_centroid/5",
+                                                               "knn/1", "knn/5"}
+    assert first.accuracies("nearest_centroid", 5).shape == (60,)
+    assert any("val_acc" in m for m in first.metrics)
+
+    def boom(*a, **k):
+        raise AssertionError("a finished run must not train again")
+
+    monkeypatch.setattr(runner, "train", boom)
+    again = run_spec(_spec(), store, progress=False)
+    assert again.result == first.result and again.run.path == first.run.path
+    # A different configuration is a different run.
+    assert store.run("t", _spec(lr=0.01).config()).path != first.run.path
+
+
+def test_interrupted_run_resumes_to_identical_result(tmp_path):
+    clean = run_spec(_spec(), RunStore(tmp_path / "clean"), progress=False)
+    store = RunStore(tmp_path / "killed")
+    with pytest.raises(Interrupted):
+        run_spec(_spec(), store, stop_after=4, progress=False)
+    resumed = run_spec(_spec(), store, progress=False)
+    assert resumed.result["test"] == clean.result["test"]
+    a, b = clean.run.load_tensor("weights.pt"), resumed.run.load_tensor("weights.pt")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_notebook_refuses_unknown_and_mistyped_parameters():
+    baseline = {"np"}
+    with pytest.raises(ParamError, match=r"unknown parameter 'epoch' in notebook 00_quickstart; allowed: .*epochs"):
+        notebook_params(qs.Params, {"epoch": 3}, baseline, qs.NOTEBOOK)
+    with pytest.raises(ParamError, match=r"'epochs' must be int, got str"):
+        notebook_params(qs.Params, {"epochs": "3"}, baseline, qs.NOTEBOOK)
+    with pytest.raises(ParamError, match=r"'backbone' = 'vgg'.*allowed values: conv4"):
+        notebook_params(qs.Params, {"backbone": "vgg"}, baseline, qs.NOTEBOOK)
+    with pytest.raises(ValueError, match="pass data_root"):
+        notebook_params(qs.Params, {"data": "mini_imagenet"}, baseline, qs.NOTEBOOK)
+
+
+def test_impossible_episode_request_fails_before_training(tmp_path):
+    spec = _spec(sampler="episodic", ways=50, shots=1, queries=1, batches_per_epoch=2)
+    with pytest.raises(Exception, match=r"50-way episodes need 50 classes but the training split"):
+        run_spec(spec, RunStore(tmp_path), progress=False)
