@@ -17,9 +17,12 @@ os.environ.setdefault("STUDYLIB_CACHE", tempfile.mkdtemp(prefix="studylib-test-c
 
 
 @pytest.fixture(autouse=True)
-def _few_threads():
+def _one_thread():
+    """One torch thread per test: the suite may run on 2 workers, and timings stay comparable."""
+    old = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
+    torch.set_num_threads(old)
 
 
 @pytest.fixture

@@ -16,13 +16,6 @@ from studylib.data.lshapes import (LShapeFactors, LShapeSpec, bayes_log_posterio
                                    shape_coverage)
 
 
-@pytest.fixture(autouse=True)
-def _threads():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 def _wrapdiff(a: torch.Tensor, b: torch.Tensor | float) -> torch.Tensor:
     """Signed angular difference in (-180, 180]."""

@@ -14,13 +14,6 @@ from studylib.evaluation.classifiers import (CLASSIFIERS, get_classifier, knn, n
                                              register_classifier, soft_assignment)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
 
 def _toy(e=6, w=4, n=3, q=7, d=5, seed=0, scale=1.0):
     g = torch.Generator().manual_seed(seed)

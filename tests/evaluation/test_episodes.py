@@ -9,13 +9,6 @@ from studylib.data.base import DataError
 from studylib.evaluation.episodes import Episodes, _distinct, sample_episodes
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
 
 def _labels(sizes: list[int], seed: int = 0) -> torch.Tensor:
     """Shuffled labels with the given class sizes (classes not contiguous in the split)."""

@@ -15,13 +15,6 @@ from studylib.evaluation import (EvalResult, cl2n, evaluate, extract_features, n
 from studylib.utils import mean_ci95
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
 
 def _blobs(classes=12, per=25, dim=16, spread=0.05, seed=0):
     g = torch.Generator().manual_seed(seed)

@@ -18,13 +18,6 @@ from studylib.methods.spe import (GaussianHead, PrototypicalMethod, SPEMethod, c
                                   spe_log_posterior)
 
 
-@pytest.fixture(autouse=True)
-def _threads():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 def _rand_episode(gen: torch.Generator, k: int = 4, n: int = 3, q: int = 5, d: int = 3, scale: float = 1.0):
     mu_s = torch.randn(k, n, d, generator=gen, dtype=torch.float64) * 2
