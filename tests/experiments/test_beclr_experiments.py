@@ -1,0 +1,150 @@
+"""Helpers of notebooks 06-08 (seed 001, BECLR): run specs, per-epoch snapshots, paired OpTA gains, memory
+sampling, the cognizance probability, and the no-OpTA inference against scikit-learn."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import fields
+
+import numpy as np
+import pytest
+import torch
+
+from studylib.config import load_params
+from studylib.data import _CACHE
+from studylib.data.base import FewShotDataset, ImageSplit
+from studylib.evaluation.evaluate import EvalResult
+from studylib.experiments import beclr_pretraining, dyce_memory_umap, opta_before_after
+from studylib.experiments.beclr_common import (BeclrParams, beclr_spec, checkpoint_curve, gain_difference,
+                                               load_snapshot, logreg_standardized, paired_gain, snapshot_epochs,
+                                               train_with_snapshots)
+from studylib.methods.opta import standardize
+from studylib.training.runstore import RunStore
+from studylib.utils import mean_ci95
+
+MODULES = (beclr_pretraining, dyce_memory_umap, opta_before_after)
+
+
+def _common(p):
+    return {f.name: getattr(p, f.name) for f in fields(BeclrParams)}
+
+
+def test_notebooks_share_one_pretraining_run():
+    ps = [load_params(m.Params, m.NOTEBOOK, "smoke") for m in MODULES]
+    specs = [beclr_spec(p, 3840, "dyce").config() for p in ps]
+    assert specs[0] == specs[1] == specs[2]          # 07 and 08 reuse 06's run folder
+    paper = [load_params(m.Params, m.NOTEBOOK, "paper") for m in MODULES]
+    assert _common(paper[0]) == _common(paper[1]) == _common(paper[2])
+
+
+def test_spec_converts_epochs_to_steps_and_scales_lr():
+    p = load_params(beclr_pretraining.Params, beclr_pretraining.NOTEBOOK, "smoke")
+    s = beclr_spec(p, 3840, "dyce")
+    assert s.method == "beclr" and s.train.sampler == "replacement"
+    assert s.method_options["adapt_steps"] == p.adapt_epochs * p.batches_per_epoch
+    assert s.train.lr == pytest.approx(p.lr * p.batch_size / 256)
+    paper = load_params(beclr_pretraining.Params, beclr_pretraining.NOTEBOOK, "paper")
+    sp = beclr_spec(paper, 38400, "dyce")                           # miniImageNet train: 64 x 600
+    assert sp.train.sampler == "shuffled" and sp.method_options["adapt_steps"] == 30 * (38400 // 256)
+    assert sp.train.lr == pytest.approx(0.3)
+    fifo = beclr_spec(p, 3840, "dyce-fifo", variant="fifo")
+    assert fifo.method_options["variant"] == "fifo"
+    assert fifo.config() != s.config()
+    with pytest.raises(ValueError, match="unknown BECLR option"):
+        beclr_spec(p, 3840, "x", memory=3)
+
+
+def test_params_check_memory_holds_a_batch():
+    with pytest.raises(ValueError, match="memory"):
+        load_params(beclr_pretraining.Params, beclr_pretraining.NOTEBOOK, "smoke", memory_size=64)
+
+
+def _tiny_dataset() -> FewShotDataset:
+    g = torch.Generator().manual_seed(0)
+
+    def split(classes: int, per: int, name: str) -> ImageSplit:
+        # class-dependent blobs so features differ between classes
+        base = torch.rand(classes, 1, 16, 16, generator=g)
+        imgs = (base.repeat_interleave(per, 0) * 200 + torch.rand(classes * per, 1, 16, 16, generator=g) * 55)
+        return ImageSplit(imgs.to(torch.uint8), torch.arange(classes).repeat_interleave(per),
+                          [f"c{i}" for i in range(classes)], name=name)
+
+    return FewShotDataset("tiny", {"train": split(6, 8, "train"), "val": split(3, 6, "val"),
+                                   "test": split(3, 6, "test")})
+
+
+def test_snapshots_each_epoch_match_final_weights_and_curve_is_cached(tmp_path, monkeypatch):
+    p = BeclrParams(image_size=16, rgb=False, max_classes=7, conv4_hidden=8, augment="none", view_profile="default",
+                    proj_dim=16, pred_hidden=8, mask_patch=4, teacher_momentum=0.9, memory_size=32, partitions=4,
+                    topk=2, adapt_epochs=1, epochs=2, batch_size=8, batches_per_epoch=2, eval_ways=2,
+                    eval_shots=[1, 2], eval_queries=2, eval_episodes=6, device="cpu")
+    spec = beclr_spec(p, 48, "test")
+    d = spec.data
+    _CACHE[(d.name, d.root, tuple(sorted(d.options.items())))] = _tiny_dataset()
+    store = RunStore(tmp_path)
+    monkeypatch.setattr("studylib.experiments.runner.RunStore", lambda: store)
+    out = train_with_snapshots(spec, store)
+    assert snapshot_epochs(out) == [1, 2]
+    last = load_snapshot(out, 2)
+    final = out.run.load_tensor("weights.pt")
+    for k, v in last["backbone"].items():
+        assert torch.equal(v, final[f"backbone.{k}"])
+    mem = last["memory"]
+    assert mem["embeddings"].shape == (32, 16) and bool((mem["labels"] >= 0).all())  # full and partitioned
+    assert torch.allclose(mem["embeddings"].norm(dim=1), torch.ones(32), atol=1e-5)
+    assert load_snapshot(out, 1)["memory"]["embeddings"].shape[0] == 32   # 2 steps x 2B = 32 rows after epoch 1
+    again = train_with_snapshots(spec, store)                          # finished: loaded, not retrained
+    assert again.run.path == out.run.path
+    curve = checkpoint_curve(p, out)
+    assert sorted(curve) == [0, 1, 2] and set(curve[2]) == {("logreg", 1), ("logreg", 2), ("opta", 1), ("opta", 2)}
+    cached = checkpoint_curve(p, out)
+    for e in curve:
+        for k in curve[e]:
+            assert torch.equal(cached[e][k].accuracies, curve[e][k].accuracies)
+
+
+def _res(acc):
+    return EvalResult.from_accuracies(torch.tensor(acc, dtype=torch.float64))
+
+
+def test_paired_gains_and_their_difference():
+    rng = np.random.default_rng(0)
+    a = {(c, s): rng.random(50) for c in ("opta", "logreg") for s in (1, 5)}
+    res = {k: _res(v) for k, v in a.items()}
+    g = gain_difference(res)
+    g1, g5 = a[("opta", 1)] - a[("logreg", 1)], a[("opta", 5)] - a[("logreg", 5)]
+    assert g["gain_1"] == pytest.approx(mean_ci95(g1))
+    assert g["difference"][0] == pytest.approx((g1 - g5).mean())
+    assert g["difference"][1] == pytest.approx(1.96 * (g1 - g5).std(ddof=1) / np.sqrt(50))
+    assert paired_gain(res[("opta", 5)], res[("logreg", 5)]) == pytest.approx(mean_ci95(g5))
+
+
+def test_logreg_standardized_matches_sklearn():
+    from sklearn.linear_model import LogisticRegression
+    g = torch.Generator().manual_seed(1)
+    support = torch.randn(1, 4, 3, 10, generator=g, dtype=torch.float64) + torch.randn(1, 4, 1, 10, generator=g,
+                                                                                       dtype=torch.float64)
+    query = torch.randn(1, 20, 10, generator=g, dtype=torch.float64)
+    scores = logreg_standardized(support, query)[0]
+    xs = standardize(support)[0].reshape(12, 10).numpy()
+    ys = np.repeat(np.arange(4), 3)
+    ref = LogisticRegression(C=1.0, tol=1e-10, max_iter=10000).fit(xs, ys)
+    xq = standardize(query)[0].numpy()
+    np.testing.assert_allclose(torch.softmax(scores, -1).numpy(), ref.predict_proba(xq), atol=1e-5)
+
+
+def test_memory_sample_takes_largest_partitions():
+    labels = torch.tensor([0] * 5 + [1] * 50 + [2] * 30 + [3] * 2)
+    x = torch.arange(len(labels), dtype=torch.float32)[:, None]
+    xs, ls = dyce_memory_umap.memory_sample(x, labels, partitions=2, per_partition=40, seed=0)
+    assert sorted(ls.unique().tolist()) == [1, 2]
+    assert (ls == 1).sum() == 40 and (ls == 2).sum() == 30
+    assert torch.equal(labels[xs[:, 0].long()], ls) and len(xs[:, 0].unique()) == len(xs)
+
+
+@pytest.mark.parametrize("counts,n", [([3, 2, 1], 3), ([4, 4], 2), ([2, 2, 2, 1], 3), ([6], 3)])
+def test_same_group_probability_by_enumeration(counts, n):
+    items = [g for g, c in enumerate(counts) for _ in range(c)]
+    draws = list(itertools.combinations(range(len(items)), n))
+    brute = sum(len({items[i] for i in d}) == 1 for d in draws) / len(draws)
+    assert dyce_memory_umap.same_group_probability(counts, n) == pytest.approx(brute)
