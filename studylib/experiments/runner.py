@@ -71,8 +71,17 @@ class RunSpec:
         d = asdict(self)
         d["train"] = config_dict(self.train)
         d["runner_version"] = RUNNER_VERSION
+        d["data_version"] = data_version(self.data.name)
         d.pop("name")
         return d
+
+
+def data_version(name: str) -> str:
+    """Version of the code that produces a data set's arrays: a generator change must not reuse old runs."""
+    if name == "glyphs":
+        from studylib.data.glyphs import GENERATOR_VERSION
+        return f"glyphs-{GENERATOR_VERSION}"
+    return name
 
 
 @dataclass
