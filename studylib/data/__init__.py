@@ -10,7 +10,7 @@ from typing import Any
 
 from studylib.data.base import DataError, FewShotDataset, ImageSplit
 
-DATASETS = ("glyphs", "omniglot", "mini_imagenet", "tiered_imagenet", "cifar_fs", "fc100", "cub", "folder")
+DATASETS = ("glyphs", "lshapes", "omniglot", "mini_imagenet", "tiered_imagenet", "cifar_fs", "fc100", "cub", "folder")
 
 _CACHE: dict[tuple, FewShotDataset] = {}
 
@@ -30,6 +30,9 @@ def load_dataset(name: str, root: str | None = None, **kwargs: Any) -> FewShotDa
         if name == "glyphs":
             from studylib.data.glyphs import load_glyphs
             _CACHE[key] = load_glyphs(**kwargs)
+        elif name == "lshapes":  # seed 002's synthetic colour/orientation set, generated like the glyphs
+            from studylib.data.lshapes import load_lshapes
+            _CACHE[key] = load_lshapes(root, **kwargs)
         else:
             if not root:
                 raise DataError(f"data set {name!r} is read from a folder: set data_root to the folder that "

@@ -1,0 +1,196 @@
+"""Helpers of notebooks 09-10 (seed 002, SPE): evaluation path, factor alignment, AUROC, schedules, specs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import norm
+from sklearn.linear_model import LinearRegression
+from torch import nn
+
+from studylib.config import load_params
+from studylib.data import load_dataset
+from studylib.data.base import FewShotDataset, ImageSplit
+from studylib.evaluation import evaluate
+from studylib.experiments import spe_omniglot as so
+from studylib.experiments import spe_synthetic as ss
+from studylib.experiments.runner import Outcome, RunSpec, run_spec
+from studylib.experiments.spe_common import few_shot_accuracies, method_parts
+from studylib.methods.spe import SPEMethod
+from studylib.models import build_backbone
+from studylib.training.loop import TrainConfig, lr_factor
+from studylib.training.runstore import RunStore
+
+
+# ------------------------------------------------------------------------------------------------ alignment
+
+def test_eta_squared_equals_r2_of_one_hot_regression():
+    """The correlation ratio is the R^2 of regressing a column on its group indicators (one-way ANOVA)."""
+    g = torch.Generator().manual_seed(0)
+    groups = torch.randint(0, 3, (200,), generator=g)
+    x = torch.randn(200, 2, generator=g, dtype=torch.float64) + torch.stack([groups * 1.5, groups * 0.1], 1)
+    onehot = torch.nn.functional.one_hot(groups, 3).double().numpy()
+    ref = [LinearRegression().fit(onehot, x[:, j].numpy()).score(onehot, x[:, j].numpy()) for j in range(2)]
+    np.testing.assert_allclose(ss.eta_squared(x, groups).numpy(), ref, rtol=1e-9)
+
+
+@pytest.mark.parametrize("colour", [0, 1])
+def test_factor_alignment_finds_the_colour_dimension(colour):
+    """Class 2i + j has orientation centre i and hue centre j: the dimension that tracks j codes colour."""
+    g = torch.Generator().manual_seed(1)
+    labels = torch.arange(4).repeat_interleave(50)
+    mu = torch.randn(200, 2, generator=g) * 0.3
+    mu[:, colour] += 2.0 * (labels % 2)
+    mu[:, 1 - colour] += 2.0 * (labels // 2)
+    a = ss.factor_alignment(mu, labels)
+    assert (a["colour_dim"], a["orientation_dim"]) == (colour, 1 - colour)
+    assert a["eta2_hue"][colour] > 0.8 and a["eta2_orientation"][1 - colour] > 0.8
+
+
+# ---------------------------------------------------------------------------------------------------- AUROC
+
+def test_auroc_matches_the_binormal_formula_and_hanley_mcneil_width():
+    """Scores N(0,1) vs N(d,1): AUROC = Phi(d / sqrt 2); the bootstrap interval's width matches the
+    Hanley-McNeil (1982) standard error."""
+    rng = np.random.default_rng(0)
+    d, n = 1.0, 2000
+    clean, shifted = rng.normal(0, 1, n), rng.normal(d, 1, n)
+    auc, lo, hi = ss.auroc_ci(clean, shifted, paired=False, resamples=200)
+    a = norm.cdf(d / math.sqrt(2))
+    q1, q2 = a / (2 - a), 2 * a * a / (1 + a)
+    se = math.sqrt((a * (1 - a) + (n - 1) * (q1 - a * a) + (n - 1) * (q2 - a * a)) / (n * n))
+    assert abs(auc - a) < 4 * se and lo < auc < hi
+    assert (hi - lo) / (2 * 1.96) == pytest.approx(se, rel=0.3)
+    auc_p, lo_p, hi_p = ss.auroc_ci(clean, shifted, paired=True, resamples=50)
+    assert auc_p == auc and lo_p <= auc <= hi_p
+
+
+# ---------------------------------------------------------------------------------- evaluation: PN limit
+
+class _FixedGaussian(nn.Module):
+    """Maps an image to ``mu || raw_var``: mu a fixed linear map of the pixels, raw_var = ``raw`` everywhere."""
+
+    def __init__(self, pixels: int, dim: int, raw: float) -> None:
+        super().__init__()
+        self.lin = nn.Linear(pixels, 2 * dim)
+        with torch.no_grad():
+            self.lin.weight[dim:].zero_()
+            self.lin.bias[dim:].fill_(raw)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x.flatten(1))
+
+
+def test_spe_evaluation_reduces_to_nearest_centroid_as_variances_vanish(tmp_path):
+    """Seed 002 Sec. 2.2: with sigma_x^2 -> 0 and equal class variances the SPE posterior is the PN's, so the
+    naive-sampler evaluation on mu || var must give the nearest-centroid accuracies of the means (no CL2N)."""
+    g = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (8 * 20, 1, 4, 4), generator=g, dtype=torch.uint8)
+    labels = torch.arange(8).repeat_interleave(20)
+    ds = FewShotDataset("toy", {"test": ImageSplit(images, labels, [str(i) for i in range(8)])})
+    method = SPEMethod(_FixedGaussian(16, 3, raw=-60.0), None, dim=3, support_size=5, min_var=0.0)  # var_x ~ 1e-26
+    method.eval()
+    transform = lambda x: x.float() / 255.0  # noqa: E731
+    run = RunStore(tmp_path).run("toy", {"k": 1})
+    out = Outcome(RunSpec("toy"), run, {})
+    acc = few_shot_accuracies(out, [5], [1, 5], 15, 40, samples=20, loaded=(method, transform, ds))
+    with torch.no_grad():
+        mu = method.head(transform(images))[0]
+    ref = evaluate(mu, labels, ways=5, shots=[1, 5], queries=15, episodes=40, classifier="nearest_centroid")
+    for n in (1, 5):
+        torch.testing.assert_close(acc[f"5way/{n}shot"], ref[("nearest_centroid", n)].accuracies)
+    assert any(p.name.startswith("fewshot-") for p in run.path.iterdir())  # cached in the run's folder
+    again = few_shot_accuracies(out, [5], [1, 5], 15, 40, samples=20, loaded=None)  # loads, never rebuilds
+    torch.testing.assert_close(again["5way/1shot"], acc["5way/1shot"])
+
+
+# ------------------------------------------------------------------------------------------- specs, parts
+
+@pytest.mark.parametrize("kind,out", [("spe", 6), ("pn", 3)])
+def test_method_parts_give_2d_outputs_for_spe_and_d_for_pn(kind, out):
+    name, m_opts, bb_opts = method_parts(kind, 3, 8)
+    x = torch.rand(2, 1, 28, 28)
+    assert build_backbone("conv4", 1, **bb_opts)(x).shape == (2, out)
+    assert name == ("spe" if kind == "spe" else "pn_deterministic")
+
+
+def test_halving_schedule_matches_appendix_a1():
+    """App. A.1: lr 1e-3 halved every 50 epochs -> factor 0.5 ** floor(epoch / 50) at every step."""
+    p = load_params(so.Params, so.NOTEBOOK, "smoke", epochs=300, halve_every=50, batches_per_epoch=10)
+    spec = so.make_spec(p, "spe", 2)
+    total = p.epochs * p.batches_per_epoch
+    for step in range(0, total, 7):
+        assert lr_factor(spec.train, step, total) == pytest.approx(0.5 ** (step // (50 * 10)))
+
+
+def test_fig4_and_table_share_the_intersection_2d_run():
+    p = load_params(so.Params, so.NOTEBOOK, "smoke")
+    f4 = {s.name: s.config() for _, s in so.fig4_specs(p)}
+    tb = {s.name: s.config() for _, s in so.table_specs(p)}
+    shared = set(f4) & set(tb)
+    assert len(shared) == 1 and f4[shared.pop()] == tb[next(iter(set(f4) & set(tb)))]
+    assert len(f4) == len(p.fig4_samplers) * len(p.fig4_samples) * p.replications
+    assert {so.make_spec(p, "pn", 2).method, so.make_spec(p, "spe", 2).method} == {"pn_deterministic", "spe"}
+
+
+def test_omniglot_data_spec_uses_rotations_and_vinyals():
+    p = load_params(so.Params, so.NOTEBOOK, "paper")
+    d = so.data_spec(p)
+    assert (d.name, d.options["rotations"], d.options["split"], d.options["size"]) == ("omniglot", True, "vinyals", 28)
+    with pytest.raises(ValueError, match="data_root"):
+        load_params(so.Params, so.NOTEBOOK, "paper", data_root=None)
+
+
+# ------------------------------------------------------------------------------------ synthetic end to end
+
+def test_lshapes_is_registered_and_the_synthetic_pipeline_runs():
+    """A tiny run through the runner: data by name, training, held-out accuracy, alignment, sweeps, AUROC."""
+    p = load_params(ss.Params, ss.NOTEBOOK, "smoke", image_size=16, hidden=8, train_per_class=10, test_per_class=20,
+                    eval_queries=5, batches_per_epoch=3, queries=2, eval_episodes=10, eval_samples=10, per_level=2,
+                    hue_levels=[0.0, 40.0], leg_fractions=[1.0, 0.3], ood_hue_levels=[30.0],
+                    ood_leg_fractions=[0.4], bootstrap=5)
+    ds = load_dataset("lshapes", None, **ss.data_spec(p).options)
+    assert ds["train"].images.shape == (40, 3, 16, 16) and ds["test"].num_classes == 4
+    t = ss.load(run_spec(ss.spec_from_params(p), progress=False))
+    acc = ss.heldout_accuracy(t, p)
+    assert acc["bayes_analytic"] == pytest.approx(norm.cdf(1.5) ** 2, abs=1e-4)  # boundaries 1.5 std away
+    assert 0.0 <= acc["spe"][0] <= 1.0 and acc["episodes"] == 10
+    align = ss.clean_test_alignment(t)
+    assert {align["colour_dim"], align["orientation_dim"]} == {0, 1}
+    probes = ss.fig3_probes(p)
+    rows = ss.variance_sweep(t, probes["hue_noise"], align, "hue_noise") + ss.variance_sweep(t, probes["legs"],
+                                                                                             align, "legs")
+    assert len(rows) == 8 and all(r["mean"] > 0 for r in rows)
+    assert len(ss.sweep_trends(rows)) == 4
+    ood = ss.ood_auroc(t, p, align)
+    assert {r["shift"] for r in ood} <= {"hue_noise", "legs", "test_minority"}
+    assert all(0.0 <= r["auroc"] <= 1.0 for r in ood)
+
+
+# ------------------------------------------------------------------------------------------ real Omniglot
+
+def _omniglot_zip():
+    import os
+    from pathlib import Path
+    env = os.environ.get("STUDYLIB_OMNIGLOT_ZIP")
+    candidates = [Path(env)] if env else []
+    candidates.append(Path(__file__).resolve().parents[2].parent / "shared" / "data" / "omniglot"
+                      / "images_background_small1.zip")
+    return next((p for p in candidates if p.is_file()), None)
+
+
+@pytest.mark.skipif(_omniglot_zip() is None, reason="images_background_small1.zip not found: set "
+                                                    "STUDYLIB_OMNIGLOT_ZIP or provide ../shared/data/omniglot/")
+def test_paper_parameters_run_on_the_real_omniglot_reader():
+    """The paper's data path (rotations, Vinyals split) through a one-step PN and SPE run, tested 5-way."""
+    p = load_params(so.Params, so.NOTEBOOK, "paper", data_root=str(_omniglot_zip()), epochs=1, batches_per_epoch=1,
+                    train_ways=5, hidden=4, val_episodes=0, eval_episodes=4, eval_samples=4, halve_every=None)
+    for kind in ("pn", "spe"):
+        out = run_spec(so.make_spec(p, kind, 2), progress=False)
+        acc = few_shot_accuracies(out, [5], [1], p.eval_queries, p.eval_episodes, samples=p.eval_samples)
+        assert acc["5way/1shot"].shape == (4,)
+    ds = load_dataset(**{"name": so.data_spec(p).name, "root": so.data_spec(p).root}, **so.data_spec(p).options)
+    assert ds["train"].num_classes % 4 == 0  # every character in its four rotations
