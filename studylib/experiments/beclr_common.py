@@ -24,12 +24,12 @@ from typing import Any, Callable, Sequence
 import torch
 
 from studylib.config import param
-from studylib.data import DATASETS, load_dataset
+from studylib.data import load_dataset
 from studylib.data.base import ImageSplit
 from studylib.evaluation import evaluate
 from studylib.evaluation.evaluate import EvalResult
 from studylib.evaluation.logreg import logreg_classifier
-from studylib.experiments.quickstart import BACKBONES, data_spec
+from studylib.experiments.common import BACKBONES, DataParams, data_spec, load_data
 from studylib.experiments.runner import (EvalSpec, Outcome, RunSpec, build_parts, features_of, load_trained,
                                          make_validator, run_spec)
 from studylib.methods.dyce import VARIANTS
@@ -42,15 +42,10 @@ SNAPSHOT = "snapshot-e{:03d}.pt"
 
 
 @dataclass
-class BeclrParams:
+class BeclrParams(DataParams):
     """BECLR pretraining (Sec. 4.1, Appendix A) and inference (Sec. 4.2) parameters shared by notebooks 06-08."""
 
-    scale: str = param("smoke", choices=("smoke", "paper"), help="label of the parameter set, shown in titles")
-    data: str = param("glyphs", choices=DATASETS, help="data set; 'glyphs' is generated, others need data_root")
-    data_root: str | None = param(None, help="folder of a real data set")
-    image_size: int = param(28, help="side of the square images fed to the network")
     rgb: bool = param(True, help="glyphs only: RGB variant with random colours (colour augmentations need it)")
-    split: str = param("random", help="class split: glyphs 'random'|'alphabet'; ignored by fixed-split sets")
     max_classes: int | None = param(300, help="glyphs only: keep this many classes (None: all)")
     backbone: str = param("conv4", choices=BACKBONES, help="encoder f")
     conv4_hidden: int = param(32, help="conv4 only: filters per block")
@@ -153,8 +148,7 @@ def beclr_spec(p: BeclrParams, train_images: int, label: str = "dyce", **method_
 
 def train_images(p: BeclrParams) -> int:
     """Number of training images of ``p``'s data set (loads it once; the loader caches it)."""
-    d = data_spec(p)
-    return len(load_dataset(d.name, d.root, **d.options)["train"])
+    return len(load_data(p)["train"])
 
 
 # ------------------------------------------------------------------------------------------------- snapshots

@@ -21,7 +21,7 @@ from typing import Any
 from studylib.config import param
 from studylib.experiments.episodes_common import (CommonParams, Variant, episode_shape, episodic, nca, pooled,
                                                   run_variants)
-from studylib.experiments.quickstart import CLASSIFIERS
+from studylib.experiments.common import CLASSIFIERS
 from studylib.experiments.runner import Outcome
 
 NOTEBOOK = "05_comparison"

@@ -24,8 +24,7 @@ from typing import Any, Iterable, Sequence
 import torch
 
 from studylib.config import param
-from studylib.data import DATASETS
-from studylib.experiments.quickstart import BACKBONES, CLASSIFIERS, data_spec
+from studylib.experiments.common import BACKBONES, CLASSIFIERS, DataParams, data_spec, load_data
 from studylib.experiments.runner import EvalSpec, Outcome, RunSpec, run_sweep
 from studylib.training.loop import OPTIMIZERS, SCHEDULES, TrainConfig
 from studylib.utils import mean_ci95
@@ -35,15 +34,9 @@ SAMPLER_OF = {"nca": "shuffled"}
 
 
 @dataclass
-class CommonParams:
+class CommonParams(DataParams):
     """Parameters every seed-000 training notebook has (data, network, optimiser, evaluation, seeds)."""
 
-    scale: str = param("smoke", choices=("smoke", "paper"), help="label of the parameter set, shown in titles")
-    data: str = param("glyphs", choices=DATASETS, help="data set; 'glyphs' is generated, others need data_root")
-    data_root: str | None = param(None, help="folder of a real data set")
-    image_size: int = param(28, help="side of the square images fed to the network")
-    rgb: bool = param(False, help="glyphs only: RGB variant with random colours")
-    split: str = param("random", help="class split: glyphs 'random'|'alphabet'; ignored by fixed-split sets")
     max_classes: int | None = param(300, help="glyphs only: keep this many classes (None: all)")
     backbone: str = param("conv4", choices=BACKBONES, help="embedding network")
     conv4_hidden: int = param(64, help="conv4 only: filters per block (64 in Snell et al.; fewer is faster)")
@@ -252,7 +245,6 @@ def overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
 
 def train_size(p: Any) -> int:
     """Number of images of the training split of ``p``'s data set (loads it once)."""
-    from studylib.experiments.quickstart import load_data
     return len(load_data(p)["train"])
 
 

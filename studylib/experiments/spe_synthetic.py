@@ -495,4 +495,4 @@ def paper_comparison(acc: dict[str, Any], trends: list[dict[str, Any]]) -> list[
 __all__ = ["NOTEBOOK", "PAPER", "Params", "Trained", "auroc_ci", "clean_test_alignment", "data_spec", "eta_squared", "fmt_p",
            "factor_alignment", "fig3_probes", "fig_classes", "fig_interpolation", "fig_ood", "fig_variance",
            "heldout_accuracy", "interpolation_probe", "load", "lshape_spec", "ood_auroc", "paper_comparison", "run",
-           "spec_from_params", "sweep_trends", "variance_sweep", "asdict", "replace"]
+           "spec_from_params", "sweep_trends", "variance_sweep"]
