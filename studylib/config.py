@@ -53,12 +53,11 @@ def _check(value: Any, tp: Any, key: str) -> Any:
     if tp is Any:
         return value
     if origin in (typing.Union, types.UnionType):
-        errors = []
         for a in args:
             try:
                 return _check(value, a, key)
-            except ParamError as e:
-                errors.append(str(e))
+            except ParamError:
+                continue
         raise ParamError(f"parameter {key!r} must be {_type_name(tp)}, got {type(value).__name__} {value!r}")
     if tp is type(None):
         if value is None:

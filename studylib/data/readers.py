@@ -976,7 +976,7 @@ def load_omniglot(root: str | os.PathLike, size: int = 28, rotations: bool = Fal
                 "characters": [c for _, _, c, *_ in listing]}
 
     payload = cached(cpath, build)
-    kinds, alphabets, characters = payload["kinds"], payload["alphabets"], payload["characters"]
+    kinds, alphabets = payload["kinds"], payload["alphabets"]
     assign = _omniglot_assignment(kinds, alphabets, split, seed)
     splits = {}
     for sid, s in enumerate(SPLITS):
