@@ -32,6 +32,7 @@ from studylib.training.runstore import Run
 from studylib.utils import get_device
 
 SAMPLERS = ("episodic", "shuffled", "replacement", "fixed")
+BEST = "best.pt"  # early stopping's best validation weights, in the run folder
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SCHEDULES = ("step", "cosine", "constant")
 
@@ -45,6 +46,8 @@ class TrainConfig:
     per epoch, ``batch_size``) and ``replacement`` (independent batches). ``batches_per_epoch`` defaults to
     ``len(train) // batch_size`` so every sampler sees the same number of images per epoch.
     ``milestones`` are fractions of the total number of steps (seed 000: x0.1 at 70%).
+    ``patience`` turns on early stopping (seed 002, Appendix A): training stops after that many validations
+    without a new best ``val_acc`` and ends with the best validation weights. It needs a ``validate`` callback.
     """
 
     epochs: int = 10
@@ -69,6 +72,7 @@ class TrainConfig:
     channels_last: bool = True
     checkpoint_every: int = 100
     val_every: int = 1
+    patience: int | None = None
     seed: int = 0
     device: str = "auto"
     progress: bool = True
@@ -80,6 +84,8 @@ class TrainConfig:
                 raise ValueError(f"{name}={value!r} is not known; allowed: {', '.join(allowed)}")
         if self.epochs < 1:
             raise ValueError(f"epochs must be >= 1, got {self.epochs}")
+        if self.patience is not None and self.patience < 1:
+            raise ValueError(f"patience must be >= 1 validations (or None for no early stopping), got {self.patience}")
 
     @property
     def images_per_batch(self) -> int:
@@ -192,28 +198,36 @@ def train(method: Method, train_split: ImageSplit, cfg: TrainConfig, run: Run,
     steps_per_epoch = len(sampler)
     total = cfg.epochs * steps_per_epoch
 
+    if cfg.patience is not None and validate is None:
+        raise ValueError("early stopping (patience) needs validation: the run has no validation split or "
+                         "val_episodes = 0")
     epoch, step_in_epoch, global_step = 0, 0, 0
+    best, since_best, stopped = -math.inf, 0, False  # early stopping (cfg.patience)
     state = run.load_checkpoint(map_location=device)
     if state is not None:
         method.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         epoch, step_in_epoch, global_step = int(state["epoch"]), int(state["step_in_epoch"]), int(state["global_step"])
+        if "early" in state:
+            best, since_best, stopped = float(state["early"][0]), int(state["early"][1]), bool(state["early"][2])
         _set_rng_state(state["rng"], device)
         run.set_metrics([r for r in run.metrics if r.get("step", 0) <= global_step])
     else:
         run.set_metrics([])
 
     def checkpoint() -> None:
-        run.save_checkpoint({"model": method.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
-                             "step_in_epoch": step_in_epoch, "global_step": global_step,
-                             "rng": _rng_state(device)})
+        state = {"model": method.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
+                 "step_in_epoch": step_in_epoch, "global_step": global_step, "rng": _rng_state(device)}
+        if cfg.patience is not None:
+            state["early"] = [best, since_best, stopped]
+        run.save_checkpoint(state)
         run.flush()
 
     calls = 0
     bar = tqdm(total=total, initial=global_step, disable=not cfg.progress, desc=run.path.name,
                dynamic_ncols=True, file=sys.stdout, mininterval=1.0)
     use_amp = cfg.amp and on_gpu
-    while epoch < cfg.epochs:
+    while epoch < cfg.epochs and not stopped:
         method.train()
         batches = sampler.epoch(epoch)
         loss_sum, n_sum, t0 = 0.0, 0, time.perf_counter()
@@ -255,11 +269,21 @@ def train(method: Method, train_split: ImageSplit, cfg: TrainConfig, run: Run,
         if validate is not None and ((epoch + 1) % cfg.val_every == 0 or epoch + 1 == cfg.epochs):
             method.eval()
             epoch_row.update(validate(method, epoch))
+            if cfg.patience is not None:
+                if epoch_row["val_acc"] > best:
+                    best, since_best = float(epoch_row["val_acc"]), 0
+                    run.save_tensor(BEST, {k: v.detach().cpu() for k, v in method.state_dict().items()})
+                else:
+                    since_best += 1
+                    stopped = since_best >= cfg.patience
+                epoch_row.update(best_val_acc=best, early_stop=stopped)
         run.log(epoch_row)
         epoch += 1
         step_in_epoch = 0
         checkpoint()
     bar.close()
+    if cfg.patience is not None and run.has(BEST):
+        method.load_state_dict(run.load_tensor(BEST))  # end with the best validation weights
     method.eval()
     return method
 
@@ -276,4 +300,6 @@ def config_dict(cfg: TrainConfig) -> dict[str, Any]:
     d = asdict(cfg)
     d.pop("progress")
     d.pop("checkpoint_every")
+    if d["patience"] is None:  # added later: leaving it out when off keeps the hashes of earlier runs
+        d.pop("patience")
     return d

@@ -187,7 +187,7 @@ def _omniglot_zip():
 def test_paper_parameters_run_on_the_real_omniglot_reader():
     """The paper's data path (rotations, Vinyals split) through a one-step PN and SPE run, tested 5-way."""
     p = load_params(so.Params, so.NOTEBOOK, "paper", data_root=str(_omniglot_zip()), epochs=1, batches_per_epoch=1,
-                    train_ways=5, hidden=4, val_episodes=0, eval_episodes=4, eval_samples=4, halve_every=None)
+                    train_ways=5, hidden=4, val_episodes=0, eval_episodes=4, eval_samples=4, halve_every=None, patience=None)
     for kind in ("pn", "spe"):
         out = run_spec(so.make_spec(p, kind, 2), progress=False)
         acc = few_shot_accuracies(out, [5], [1], p.eval_queries, p.eval_episodes, samples=p.eval_samples)

@@ -147,3 +147,45 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     a = torch.load(tmp_path / "w.pt", weights_only=True)
     b = torch.load(tmp_path / "ref.pt", weights_only=True)
     assert all(torch.equal(a[k], b[k]) for k in b)
+
+
+def _scripted_validator(scores):
+    """A validation callback that returns ``scores[epoch]`` and records the weights it saw."""
+    seen = {}
+
+    def validate(method, epoch):
+        seen[epoch] = _weights(method)
+        return {"val_acc": scores[epoch]}
+
+    return validate, seen
+
+
+def test_early_stopping_stops_after_patience_and_keeps_best_weights(tmp_path):
+    validate, seen = _scripted_validator([0.5, 0.7, 0.6, 0.65, 0.69, 0.9, 0.95])
+    run = RunStore(tmp_path).run("es", {})
+    final = train(make(), _split(), _cfg(epochs=7, patience=3), run, validate=validate)
+    assert sorted(seen) == [0, 1, 2, 3, 4]  # best at epoch 1, then 3 validations without a new best
+    got = _weights(final)
+    assert all(torch.equal(got[k], seen[1][k]) for k in got)
+    epochs = [m for m in run.metrics if "early_stop" in m]
+    assert [m["early_stop"] for m in epochs] == [False, False, False, False, True]
+
+
+def test_early_stopping_resumes_exactly(tmp_path):
+    validate, _ = _scripted_validator([0.5, 0.7, 0.6, 0.65, 0.69, 0.9, 0.95])
+    ref = _weights(train(make(), _split(), _cfg(epochs=7, patience=3), RunStore(tmp_path / "a").run("r", {}),
+                         validate=validate))
+    run = RunStore(tmp_path / "b").run("r", {})
+    validate2, _ = _scripted_validator([0.5, 0.7, 0.6, 0.65, 0.69, 0.9, 0.95])
+    with pytest.raises(Interrupted):
+        train(make(), _split(), _cfg(epochs=7, patience=3), run, validate=validate2, stop_after=15)
+    got = _weights(train(make(), _split(), _cfg(epochs=7, patience=3), run, validate=validate2))
+    assert all(torch.equal(ref[k], got[k]) for k in ref)
+
+
+def test_patience_off_keeps_run_hashes():
+    from studylib.training.loop import config_dict
+    assert "patience" not in config_dict(_cfg())
+    assert config_dict(_cfg(patience=5))["patience"] == 5
+    with pytest.raises(ValueError, match="patience must be >= 1"):
+        _cfg(patience=0).check()
