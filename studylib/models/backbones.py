@@ -61,6 +61,7 @@ class Conv4(nn.Module):
         last_block_plain: the last block is conv3x3 + maxpool2 only (no BN, no ReLU), so its outputs are
             unconstrained real numbers (SPE's mean and variance pre-activation). The max-pool is kept so the
             spatial size matches the ordinary Conv4.
+        depth: number of blocks (4; SPE's synthetic 64-px network, seed 002 App. A.2, adds two: 6).
     """
 
     def __init__(
@@ -71,18 +72,21 @@ class Conv4(nn.Module):
         pool: Literal["avg", "flatten"] = "avg",
         input_size: int | None = None,
         last_block_plain: bool = False,
+        depth: int = 4,
     ) -> None:
         super().__init__()
+        if depth < 1:
+            raise ValueError(f"Conv4: depth must be >= 1 block, got {depth}")
         if pool not in ("avg", "flatten"):
             raise ValueError(f"Conv4: pool must be 'avg' or 'flatten', got {pool!r}")
         if pool == "flatten" and input_size is None:
             raise ValueError("Conv4(pool='flatten') needs input_size (e.g. 28 or 84) to know out_dim; "
                              "pass input_size=... or use pool='avg'")
         out_channels = hidden if out_channels is None else out_channels
-        chans = [in_channels, hidden, hidden, hidden, out_channels]
+        chans = [in_channels] + [hidden] * (depth - 1) + [out_channels]
         blocks: list[nn.Module] = []
-        for k in range(4):
-            plain = last_block_plain and k == 3
+        for k in range(depth):
+            plain = last_block_plain and k == depth - 1
             layers: list[nn.Module] = [nn.Conv2d(chans[k], chans[k + 1], 3, padding=1)]
             if not plain:
                 layers += [nn.BatchNorm2d(chans[k + 1]), nn.ReLU(inplace=True)]
@@ -93,9 +97,10 @@ class Conv4(nn.Module):
         self.input_size = input_size
         self.map_channels = out_channels
         if pool == "flatten":
-            s = _spatial_after_pools(int(input_size), 4)  # type: ignore[arg-type]
+            s = _spatial_after_pools(int(input_size), depth)  # type: ignore[arg-type]
             if s < 1:
-                raise ValueError(f"Conv4: input_size {input_size} is too small for four 2x2 max-pools (>= 16)")
+                raise ValueError(f"Conv4: input_size {input_size} is too small for {depth} 2x2 max-pools "
+                                 f"(>= {2 ** depth})")
             self.map_size = s
             self.out_dim = out_channels * s * s
         else:
@@ -103,7 +108,7 @@ class Conv4(nn.Module):
             self.out_dim = out_channels
 
     def feature_map(self, x: torch.Tensor) -> torch.Tensor:
-        """``[B, C, H, W] -> [B, out_channels, H/16, W/16]`` (floor at each pool)."""
+        """``[B, C, H, W] -> [B, out_channels, H/2^depth, W/2^depth]`` (floor at each pool)."""
         return self.blocks(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -188,3 +188,18 @@ def test_mlp_heads() -> None:
     lin = MLP(10, [], 3, bn=False)
     x = torch.randn(5, 10)
     torch.testing.assert_close(lin(x), x @ lin.net[0].weight.T + lin.net[0].bias)
+
+
+def test_conv4_depth_six_for_64px_and_default_unchanged():
+    """Seed 002 App. A.2: two extra blocks for 64-px inputs give a 1x1 map; depth=4 builds the same network."""
+    six = build_backbone("conv4", in_channels=3, hidden=8, out_channels=4, last_block_plain=True, depth=6)
+    x = torch.randn(2, 3, 64, 64)
+    assert six.feature_map(x).shape == (2, 4, 1, 1) and six(x).shape == (2, 4)
+    assert len(six.blocks) == 6 and not any(isinstance(m, torch.nn.BatchNorm2d) for m in six.blocks[-1])
+    torch.manual_seed(0)
+    a = build_backbone("conv4", in_channels=1, hidden=8)
+    torch.manual_seed(0)
+    b = build_backbone("conv4", in_channels=1, hidden=8, depth=4)
+    assert all(torch.equal(p, q) for p, q in zip(a.state_dict().values(), b.state_dict().values()))
+    with pytest.raises(ValueError, match="too small for 6 2x2 max-pools"):
+        build_backbone("conv4", in_channels=1, pool="flatten", input_size=32, depth=6)
