@@ -250,10 +250,11 @@ def train(method: Method, train_split: ImageSplit, cfg: TrainConfig, run: Run,
             global_step += 1
             step_in_epoch += 1
             calls += 1
-            loss_sum += float(loss.detach()) * len(batch)
+            loss_value = float(loss.detach())  # one device sync per step, for the log and the bar
+            loss_sum += loss_value * len(batch)
             n_sum += len(batch)
             rate = n_sum / max(time.perf_counter() - t0, 1e-9)
-            row = {"step": global_step, "epoch": epoch, "loss": float(loss.detach()),
+            row = {"step": global_step, "epoch": epoch, "loss": loss_value,
                    "lr": optimizer.param_groups[0]["lr"], **{k: float(v) for k, v in logs.items()}}
             run.log(row)
             bar.update(1)
