@@ -130,7 +130,7 @@ def beclr_spec(p: BeclrParams, train_images: int, label: str = "dyce", **method_
                                 pairing=p.pairing, seed=p.seed)
     if blur:
         opts["strong_options"] = dict(blur)
-    unknown = set(method_overrides) - set(opts) - {"sinkhorn_iters", "proj_hidden", "strong_profile"}
+    unknown = set(method_overrides) - set(opts) - {"sinkhorn_iters", "proj_hidden", "strong_profile", "ema"}
     if unknown:
         raise ValueError(f"unknown BECLR option(s) {sorted(unknown)}; see studylib.methods.beclr.BECLR")
     opts.update(method_overrides)

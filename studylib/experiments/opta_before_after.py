@@ -139,7 +139,8 @@ PAPER_TABLE4 = {"CPNWCP": ((53.14, 67.36), (60.45, 75.84)), "HMS": ((58.20, 75.7
 
 # --------------------------------------------------------------------------------------------------- Table 5
 
-ABLATION = {"EMA": {"mask_ratio": 0.0, "use_dyce": False},
+ABLATION = {"masking": {"ema": False, "use_dyce": False},
+            "EMA": {"mask_ratio": 0.0, "use_dyce": False},
             "masking + EMA": {"use_dyce": False},
             "masking + EMA + DyCE": {}}
 
@@ -147,7 +148,8 @@ ABLATION = {"EMA": {"mask_ratio": 0.0, "use_dyce": False},
 def ablation_runs(p: Params, progress: bool = False) -> dict[str, Outcome]:
     """The Table 5 rows that need pretraining (the last one is notebook 06's run)."""
     n = train_images(p)
-    labels = {"EMA": "nomask-nodyce", "masking + EMA": "nodyce", "masking + EMA + DyCE": "dyce"}
+    labels = {"masking": "noema-nodyce", "EMA": "nomask-nodyce", "masking + EMA": "nodyce",
+              "masking + EMA + DyCE": "dyce"}
     return {row: train_with_snapshots(beclr_spec(p, n, labels[row], **opts), progress=progress)
             for row, opts in ABLATION.items()}
 

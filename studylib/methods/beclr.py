@@ -114,6 +114,8 @@ class BECLR(Method):
         mask_ratio, mask_patch, mask_fn: student masking (``mask_fn(x, ratio) -> x``; default
             :func:`patch_mask` with ``mask_patch``).
         teacher_momentum: ``m0`` of the cosine schedule.
+        ema: False removes the EMA teacher (Table 5's "masking" row): the teacher is a copy of the student after
+            every step (momentum 0), still without gradient, as in SimSiam-style stop-gradient training.
         use_dyce: enable the memories; ``memory_size, partitions, topk, epsilon, sinkhorn_iters,
             proto_momentum, variant, adapt_steps, seed``: :class:`DyCE` arguments (``adapt_steps`` counts
             training steps).
@@ -127,7 +129,7 @@ class BECLR(Method):
                  feat_dim: int | None = None, proj_dim: int = 512, proj_hidden: int | None = None,
                  pred_hidden: int = 128, lam: float = 0.1, temperature: float = 2.0, mask_ratio: float = 0.3,
                  mask_patch: int = 16, mask_fn: Callable[[torch.Tensor, float], torch.Tensor] | None = None,
-                 teacher_momentum: float = 0.995, use_dyce: bool = True, memory_size: int = 8192,
+                 teacher_momentum: float = 0.995, ema: bool = True, use_dyce: bool = True, memory_size: int = 8192,
                  partitions: int = 200, topk: int = 3, epsilon: float = 0.05, sinkhorn_iters: int = 10,
                  proto_momentum: float = 0.0, variant: str = "dyce", adapt_steps: int = 0, pairing: str = "paper",
                  seed: int = 0) -> None:
@@ -155,6 +157,7 @@ class BECLR(Method):
         self.mask_ratio, self.mask_patch = mask_ratio, mask_patch
         self.mask_fn = mask_fn
         self.teacher_momentum = teacher_momentum
+        self.ema = ema
         self.pairing, self.use_dyce = pairing, use_dyce
         self.momentum = teacher_momentum
         if use_dyce:
@@ -199,7 +202,7 @@ class BECLR(Method):
     def on_step_end(self, step: int, total_steps: int) -> None:
         """EMA teacher update with the cosine momentum schedule ``m0 -> 1`` (``step`` counted from 0)."""
         t = min(max(step, 0), total_steps) / max(total_steps, 1)
-        m = 1.0 - (1.0 - self.teacher_momentum) * (math.cos(math.pi * t) + 1.0) / 2.0
+        m = 1.0 - (1.0 - self.teacher_momentum) * (math.cos(math.pi * t) + 1.0) / 2.0 if self.ema else 0.0
         self.momentum = m
         for student, teacher in ((self.backbone, self.teacher_backbone), (self.projector, self.teacher_projector)):
             s_params, t_params = list(student.parameters()), list(teacher.parameters())

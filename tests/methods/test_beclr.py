@@ -114,3 +114,21 @@ def test_method_trains_without_labels_and_updates_teacher(pairing: str) -> None:
     method.on_step_end(10, 10)
     assert method.momentum == pytest.approx(1.0)
     assert method.features(_augment(images)).shape == (6, 8)
+
+
+def test_without_ema_the_teacher_copies_the_student():
+    """Table 5's "masking" row: ema=False makes the teacher the student's copy after each step (momentum 0)."""
+    torch.manual_seed(0)
+    from studylib.methods.beclr import BECLR
+    from studylib.models import build_backbone
+    bb = build_backbone("conv4", in_channels=1, hidden=8)
+    aug = lambda x: x.float() / 255  # noqa: E731
+    m = BECLR(bb, aug, aug, feat_dim=bb.out_dim, proj_dim=16, pred_hidden=8, mask_ratio=0.0, use_dyce=False,
+              ema=False)
+    with torch.no_grad():
+        for p in m.backbone.parameters():
+            p.add_(1.0)
+    m.on_step_end(0, 10)
+    assert m.momentum == 0.0
+    for s, t in zip(m.backbone.parameters(), m.teacher_backbone.parameters()):
+        assert torch.equal(s, t) and not t.requires_grad
