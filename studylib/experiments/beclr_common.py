@@ -87,9 +87,7 @@ class BeclrParams(DataParams):
     device: str = param("auto", help="'auto' (CUDA when present), 'cpu' or 'cuda'")
 
     def check(self) -> None:
-        if self.data != "glyphs" and not self.data_root:
-            raise ValueError(f"data={self.data!r} is read from a folder: pass data_root (papermill -p data_root "
-                             f"/path/to/{self.data}), or use data='glyphs'")
+        super().check()
         if 2 * self.batch_size > self.memory_size:
             raise ValueError(f"the memory (M={self.memory_size}) must hold one batch of both views "
                              f"(2B={2 * self.batch_size}); raise memory_size or lower batch_size")

@@ -29,6 +29,12 @@ class DataParams:
                                       "ignored by the other data sets, whose splits are fixed")
     max_classes: int | None = param(None, help="glyphs only: keep this many classes (None: all)")
 
+    def check(self) -> None:
+        """Cross-field rules; subclasses extend it (``super().check()`` first)."""
+        if self.data != "glyphs" and not self.data_root:
+            raise ValueError(f"data={self.data!r} is read from a folder: pass data_root (papermill -p data_root "
+                             f"/path/to/{self.data}), or use data='glyphs'")
+
 
 def data_spec(p: DataParams) -> DataSpec:
     """The data part of a run from a notebook's data parameters."""

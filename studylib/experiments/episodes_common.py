@@ -60,9 +60,7 @@ class CommonParams(DataParams):
     device: str = param("auto", help="'auto' (CUDA when present), 'cpu' or 'cuda'")
 
     def check(self) -> None:
-        if self.data != "glyphs" and not self.data_root:
-            raise ValueError(f"data={self.data!r} is read from a folder: pass data_root (papermill -p data_root "
-                             f"/path/to/{self.data}), or use data='glyphs'")
+        super().check()
         if not self.seeds:
             raise ValueError("seeds is empty; give at least one training seed, e.g. [0]")
         if self.epochs < 1 or self.eval_episodes < 1:

@@ -41,11 +41,6 @@ class Params(DataParams):
     seed: int = param(0)
     device: str = param("auto", help="'auto' (CUDA when present), 'cpu' or 'cuda'")
 
-    def check(self) -> None:
-        if self.data != "glyphs" and not self.data_root:
-            raise ValueError(f"data={self.data!r} is read from a folder: pass data_root (papermill -p data_root "
-                             f"/path/to/{self.data}), or use data='glyphs'")
-
 
 def spec_from_params(p: Params) -> RunSpec:
     method_opts: dict[str, Any] = {"temperature": p.temperature}
