@@ -67,13 +67,11 @@ def run(p: Params) -> Outcome:
 
 
 def results_table(outcome: Outcome) -> list[dict[str, Any]]:
-    """One row per (classifier, shots): mean accuracy and CI95 half-width, as fractions."""
-    rows = []
-    for key, r in outcome.result["test"].items():
-        clf, shots = key.split("/")
-        rows.append({"classifier": clf, "shots": int(shots), "mean": r["mean"], "ci95": r["ci95"],
-                     "episodes": r["episodes"]})
-    return rows
+    """One row per (classifier, shots) in the order the run's evaluation lists them (the same whether the run
+    was just trained or loaded from the run store): mean accuracy and CI95 half-width, as fractions."""
+    test = outcome.result["test"]
+    return [{"classifier": clf, "shots": shots, **{k: test[f"{clf}/{shots}"][k] for k in ("mean", "ci95", "episodes")}}
+            for clf in outcome.spec.eval.classifiers for shots in sorted(outcome.spec.eval.shots)]
 
 
 # Seed 000, Table 2 (miniImageNet, ResNet-12, our NCA): the paper's figures, for the paper-scale comparison.

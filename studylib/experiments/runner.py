@@ -210,7 +210,7 @@ def run_spec(spec: RunSpec, store: RunStore | None = None, stop_after: int | Non
               "split": spec.eval.split, "device": str(device)}
     run.save_result(result)
     run.checkpoint_path.unlink(missing_ok=True)  # weights.pt holds the final model; the result marks completion
-    return Outcome(spec, run, result)
+    return Outcome(spec, run, run.result())  # read back: a fresh and a reused run give the same object
 
 
 def run_sweep(specs: list[RunSpec], store: RunStore | None = None, progress: bool = True) -> list[Outcome]:
