@@ -1,20 +1,34 @@
 """Parameter schemas: every notebook's parameters are validated before anything runs.
 
 A schema is a dataclass whose fields are the notebook's parameters. :func:`validate` checks a mapping
-against it: an unknown key fails naming the key and the allowed keys; a value of the wrong type fails naming
-the key, the expected type and the value; a value outside its ``choices`` fails naming the allowed values.
+against it: an unknown key fails naming the key, the closest allowed key ("did you mean") and the allowed
+keys; a value of the wrong type fails naming the key, the expected type and the value; a value outside its
+``choices`` or its bounds (``ge``/``gt``/``le``/``lt``) fails naming the allowed values or range.
+
+Numbers written in a parameter file: YAML 1.1 (PyYAML) reads ``1e-3`` as the *string* ``"1e-3"`` (its float
+pattern wants a dot and a signed exponent, ``1.0e-3``). A ``float`` parameter therefore also accepts a string
+that spells a finite decimal number (``"1e-3"``, ``"5E-4"``, ``"0.1"``) and converts it; any other string
+(``"fast"``, ``"nan"``, ``"inf"``) is refused. ``int`` parameters stay strict: ``"3"`` is refused.
 Choices are declared with :func:`param`::
 
     @dataclass
     class Params:
         backbone: str = param("conv4", choices=BACKBONE_NAMES, help="embedding network")
 
-Parameter files live in ``params/<notebook>/<scale>.yaml`` and hold a subset of the schema's keys.
+One source of truth: a notebook's schema defaults ARE its smoke parameters. The notebook's ``parameters`` cell
+is generated from the schema (:func:`parameters_cell`, with types and help that ``papermill --help-notebook``
+shows), and ``params/<notebook>/{paper,check}.yaml`` hold only what differs from those defaults (a test keeps
+all of this in agreement). Fields marked ``cut=True`` are the only ones a ``check.yaml`` may change with
+respect to its ``paper.yaml`` (the check scale is the paper configuration cut to a few steps).
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import difflib
+import json
+import re
 import types
 import typing
 from pathlib import Path
@@ -24,17 +38,27 @@ import yaml
 
 T = TypeVar("T")
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-PARAMS_DIR = REPO_ROOT / "params"
+
+
+# A finite decimal number as text: what a float parameter accepts from a string (YAML reads "1e-3" as one).
+_FLOAT_TEXT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
 class ParamError(ValueError):
     """A notebook parameter is unknown, of the wrong type, or outside its allowed values."""
 
 
-def param(default: Any, *, choices: Sequence[Any] | None = None, help: str = "") -> Any:
-    """A dataclass field with optional allowed values and a help text."""
-    meta = {"choices": tuple(choices) if choices is not None else None, "help": help}
+def param(default: Any, *, choices: Sequence[Any] | None = None, help: str = "", ge: float | None = None,
+          gt: float | None = None, le: float | None = None, lt: float | None = None, cut: bool = False) -> Any:
+    """A dataclass field with optional allowed values, numeric bounds and a help text.
+
+    ``ge``/``gt``/``le``/``lt`` bound a number (or every number of a list): ``>=``, ``>``, ``<=``, ``<``;
+    ``None`` stays allowed for an optional field. ``cut=True`` marks a field that sets how far the check scale
+    cuts the paper configuration (epochs, steps, episodes, seeds, sweep lengths, the stand-in data):
+    ``check.yaml`` may differ from ``paper.yaml`` only there.
+    """
+    bounds = {k: v for k, v in (("ge", ge), ("gt", gt), ("le", le), ("lt", lt)) if v is not None}
+    meta = {"choices": tuple(choices) if choices is not None else None, "help": help, "bounds": bounds, "cut": cut}
     if isinstance(default, (list, dict)):
         return dataclasses.field(default_factory=lambda d=default: type(d)(d), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -79,8 +103,11 @@ def _check(value: Any, tp: Any, key: str) -> Any:
             raise ParamError(f"parameter {key!r} must be a mapping, got {type(value).__name__} {value!r}")
         return dict(value)
     if tp is float:
+        if isinstance(value, str) and _FLOAT_TEXT.fullmatch(value.strip()):
+            return float(value)  # YAML 1.1 reads 1e-3 as a string (see the module docstring)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ParamError(f"parameter {key!r} must be float, got {type(value).__name__} {value!r}")
+            raise ParamError(f"parameter {key!r} must be float (a number such as 0.001 or 1.0e-3), got "
+                             f"{type(value).__name__} {value!r}")
         return float(value)
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -99,13 +126,41 @@ def _check(value: Any, tp: Any, key: str) -> Any:
     return value
 
 
+_BOUND_TEXT = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+_BOUND_OK = {"ge": lambda x, b: x >= b, "gt": lambda x, b: x > b, "le": lambda x, b: x <= b, "lt": lambda x, b: x < b}
+
+
+def _check_bounds(key: str, value: Any, bounds: Mapping[str, float], where: str) -> None:
+    """ParamError when a number (or a number of a list) lies outside ``bounds`` (see :func:`param`)."""
+    if not bounds or value is None:
+        return
+    items = list(enumerate(value)) if isinstance(value, (list, tuple)) else [(None, value)]
+    for i, x in items:
+        if isinstance(x, bool) or not isinstance(x, (int, float)):
+            continue
+        bad = [k for k, b in bounds.items() if not _BOUND_OK[k](x, b)]
+        if bad:
+            name = key if i is None else f"{key}[{i}]"
+            rule = " and ".join(f"{_BOUND_TEXT[k]} {bounds[k]}" for k in bounds)
+            raise ParamError(f"parameter {name!r} = {x!r} in {where} is out of range: it must be {rule}")
+
+
 def validate(schema: type[T], values: Mapping[str, Any], where: str = "parameters") -> T:
-    """Build ``schema`` from ``values``, failing on unknown keys, wrong types and values outside choices."""
+    """Build ``schema`` from ``values``, failing on unknown keys, wrong types and values outside choices.
+
+    An unknown key's message suggests the closest allowed key (``difflib.get_close_matches``, ratio >= 0.6),
+    e.g. ``unknown parameter 'lrr' in ...; did you mean 'lr'? allowed: ...``.
+    """
     fields = {f.name: f for f in dataclasses.fields(schema)}  # type: ignore[arg-type]
     unknown = sorted(set(values) - set(fields))
     if unknown:
+        close = {k: c[0] for k in unknown if (c := difflib.get_close_matches(k, sorted(fields), n=1, cutoff=0.6))}
+        if len(unknown) == 1:
+            hint = "".join(f"did you mean {c!r}? " for c in close.values())
+        else:
+            hint = "".join(f"did you mean {c!r} for {k!r}? " for k, c in close.items())
         raise ParamError(f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} in "
-                         f"{where}; allowed: {', '.join(sorted(fields))}")
+                         f"{where}; {hint}allowed: {', '.join(sorted(fields))}")
     hints = typing.get_type_hints(schema)
     kwargs = {}
     for key, value in values.items():
@@ -117,6 +172,7 @@ def validate(schema: type[T], values: Mapping[str, Any], where: str = "parameter
             if bad:
                 raise ParamError(f"parameter {key!r} = {value!r} in {where} is not allowed; allowed values: "
                                  f"{', '.join(map(str, choices))}")
+        _check_bounds(key, v, fields[key].metadata.get("bounds") or {}, where)
         kwargs[key] = v
     obj = schema(**kwargs)
     check = getattr(obj, "check", None)
@@ -129,7 +185,7 @@ def read_param_file(path: str | Path) -> dict[str, Any]:
     """Read a YAML parameter file into a dict (an empty file is an empty dict)."""
     path = Path(path)
     if not path.is_file():
-        raise ParamError(f"no parameter file at {path}; the files are params/<notebook>/<scale>.yaml")
+        raise ParamError(f"no parameter file at {path.absolute()}; the files are params/<notebook>/<scale>.yaml")
     data = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data, dict):
         raise ParamError(f"{path} must hold a mapping of parameter names to values, got {type(data).__name__}")
@@ -138,21 +194,126 @@ def read_param_file(path: str | Path) -> dict[str, Any]:
 
 def load_params(schema: type[T], notebook: str, scale: str = "smoke", **overrides: Any) -> T:
     """Validate ``params/<notebook>/<scale>.yaml`` (plus ``overrides``) against ``schema``."""
-    values = read_param_file(PARAMS_DIR / notebook / f"{scale}.yaml")
+    from studylib.paths import params_dir
+    values = read_param_file(params_dir() / notebook / f"{scale}.yaml")
     values.update(overrides)
     return validate(schema, values, where=f"params/{notebook}/{scale}.yaml")
 
 
-def notebook_params(schema: type[T], namespace: Mapping[str, Any], baseline: set[str], notebook: str) -> T:
-    """Validate the parameters a notebook holds after papermill's injection.
+def _cell_source(cell: Mapping[str, Any]) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else str(src)
 
-    ``baseline`` is the set of global names captured before the ``parameters`` cell; every new public name
-    (the parameters cell's and papermill's injected ones) must be a schema field, so a misspelt key in a
-    parameter file fails here instead of being silently ignored.
+
+def _assigned_names(source: str) -> set[str]:
+    """Names a cell of code binds (assignments, loops, imports, definitions, ``with ... as``)."""
+    lines = [ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!"))]
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return set()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def notebook_own_names(notebook: str) -> set[str] | None:
+    """Every name the notebook's own code cells bind, except its ``parameters`` and papermill's injected cell.
+
+    None when the notebook file is not found (then only names new since the baseline are considered).
     """
-    values = {k: v for k, v in namespace.items()
-              if k not in baseline and not k.startswith("_") and not isinstance(v, types.ModuleType)}
+    from studylib.paths import notebooks_dir
+    path = notebooks_dir() / f"{notebook}.ipynb"
+    if not path.is_file():
+        return None
+    nb = json.loads(path.read_text())
+    names: set[str] = set()
+    for cell in nb.get("cells", []):
+        tags = cell.get("metadata", {}).get("tags", [])
+        if cell.get("cell_type") == "code" and "parameters" not in tags and "injected-parameters" not in tags:
+            names |= _assigned_names(_cell_source(cell))
+    return names
+
+
+def notebook_params(schema: type[T], namespace: Mapping[str, Any], baseline: set[str], notebook: str) -> T:
+    """Validate the parameters a notebook holds after its ``parameters`` cell (and papermill's injection).
+
+    Every schema field present in ``namespace`` is taken. A new public name (not in ``baseline``, the globals
+    captured before the ``parameters`` cell) that is neither a schema field nor bound by the notebook's own
+    code cells is an unknown parameter: a misspelt key in a parameter file or in ``-p`` fails here instead of
+    being silently ignored. Names the notebook's later cells create (``P``, ``fig``, ...) are not parameters,
+    so editing the ``parameters`` cell and re-running it after "Run All" works.
+    """
+    fields = {f.name for f in dataclasses.fields(schema)}  # type: ignore[arg-type]
+    own = notebook_own_names(notebook) or set()
+    new = {k for k, v in namespace.items()
+           if k not in baseline and not k.startswith("_") and not isinstance(v, types.ModuleType)}
+    values = {k: namespace[k] for k in fields if k in namespace}
+    values.update({k: namespace[k] for k in new - fields - own})
     return validate(schema, values, where=f"notebook {notebook}")
+
+
+def _compact_type(tp: Any) -> str:
+    return _type_name(tp).replace(" ", "")
+
+
+def parameters_cell(schema: type) -> str:
+    """The source of a notebook's ``parameters`` cell: every field with its default (= smoke), type and help.
+
+    The ``# type: T  help`` comments are what ``papermill --help-notebook`` reads.
+    """
+    hints = typing.get_type_hints(schema)
+    lines = ["# Parameters: defaults are the smoke scale; params/<notebook>/{paper,check}.yaml change them "
+             "(papermill -f), or edit and re-run this cell."]
+    for f in dataclasses.fields(schema):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        help_text = f.metadata.get("help", "")
+        choices = f.metadata.get("choices")
+        if choices:
+            help_text = (help_text + "; " if help_text else "") + "one of " + ", ".join(map(str, choices))
+        lines.append(f"{f.name} = {default!r}  # type: {_compact_type(hints[f.name])}  {help_text}".rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def sync_parameters_cell(notebook: str) -> bool:
+    """Rewrite ``notebooks/<notebook>.ipynb``'s ``parameters`` cell from its schema; True if it changed.
+
+    The schema is ``studylib.experiments.<name>.Params`` for notebook ``NN_name`` (``./study sync-params``).
+    """
+    import importlib
+
+    from studylib.paths import notebooks_dir
+    schema = importlib.import_module(f"studylib.experiments.{notebook.split('_', 1)[1]}").Params
+    path = notebooks_dir() / f"{notebook}.ipynb"
+    nb = json.loads(path.read_text())
+    cells = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
+    if len(cells) != 1:
+        raise ParamError(f"{path} must have exactly one cell tagged 'parameters', found {len(cells)}")
+    source = parameters_cell(schema)
+    if _cell_source(cells[0]) == source:
+        return False
+    cells[0]["source"] = source.splitlines(keepends=True)
+    cells[0]["outputs"] = []
+    from studylib.utils import atomic_write_text
+    atomic_write_text(path, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+    return True
+
+
+def defaults(schema: type) -> dict[str, Any]:
+    """The schema's default values (the smoke parameters)."""
+    return {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())  # type: ignore[misc]
+            for f in dataclasses.fields(schema)}
+
+
+def cut_fields(schema: type) -> set[str]:
+    """Fields a ``check.yaml`` may set differently from ``paper.yaml`` (``param(..., cut=True)``)."""
+    return {f.name for f in dataclasses.fields(schema) if f.metadata.get("cut")}
 
 
 def describe(schema: type) -> str:

@@ -9,16 +9,21 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from studylib.config import REPO_ROOT
 from studylib.data.base import ImageSplit
+from studylib.paths import figures_dir
 
-FIGURES = REPO_ROOT / "figures"
 
+def save(fig: plt.Figure, notebook: str, name: str, scale: str, formats: Sequence[str] = ("png",)) -> list[Path]:
+    """Write ``fig`` to ``figures/<notebook>/<scale>/<name>.<fmt>`` in the checkout the notebook runs in
+    (:func:`studylib.paths.project_root`), atomically: temp file then rename.
 
-def save(fig: plt.Figure, notebook: str, name: str, formats: Sequence[str] = ("png",)) -> list[Path]:
-    """Write ``fig`` to ``figures/<notebook>/<name>.<fmt>`` (atomically: temp file then rename)."""
+    Under torchrun only rank 0 writes (every rank runs the notebook, :mod:`studylib.experiments.launch`).
+    """
+    from studylib.training.distributed import env_rank
+    if env_rank() != 0:  # [dist]
+        return []
     out = []
-    folder = FIGURES / notebook
+    folder = figures_dir(notebook, scale)
     folder.mkdir(parents=True, exist_ok=True)
     for fmt in formats:
         path = folder / f"{name}.{fmt}"
@@ -56,28 +61,42 @@ def image_grid(split: ImageSplit, classes: int = 12, per_class: int = 10, seed: 
     return fig
 
 
-def training_curves(metrics: list[dict[str, Any]], title: str = "") -> plt.Figure:
-    """Per-step training loss (smoothed) and, where logged, validation accuracy with its CI95 band."""
-    steps = [m for m in metrics if "loss" in m]
-    epochs = [m for m in metrics if "val_acc" in m]
-    fig, ax = plt.subplots(1, 2 if epochs else 1, figsize=(9 if epochs else 4.5, 3.2))
+def training_curves(metrics: list[dict[str, Any]] | list[list[dict[str, Any]]], title: str = "",
+                    labels: Sequence[str] | None = None) -> plt.Figure:
+    """Per-step training loss (smoothed) and, where logged, validation accuracy with its CI95 band.
+
+    ``metrics`` is one run's metrics log, or a list of logs (one per seed), drawn in one colour each.
+    """
+    runs = metrics if metrics and isinstance(metrics[0], list) else [metrics]
+    names = list(labels) if labels is not None else ([f"seed run {i}" for i in range(len(runs))] if len(runs) > 1
+                                                     else [""])
+    has_val = any("val_acc" in m for run in runs for m in run)
+    fig, ax = plt.subplots(1, 2 if has_val else 1, figsize=(9 if has_val else 4.5, 3.2))
     ax = np.atleast_1d(ax)
-    x = np.array([m["step"] for m in steps])
-    y = np.array([m["loss"] for m in steps])
-    ax[0].plot(x, y, alpha=0.3, lw=0.8, color="C0")
-    if len(y) > 10:
-        k = max(len(y) // 30, 2)
-        ax[0].plot(x[k - 1:], np.convolve(y, np.ones(k) / k, mode="valid"), color="C0", label=f"mean of {k} steps")
-        ax[0].legend(fontsize=7)
+    for i, (run, name) in enumerate(zip(runs, names)):
+        colour = f"C{i}"
+        steps = [m for m in run if "loss" in m]
+        x = np.array([m["step"] for m in steps])
+        y = np.array([m["loss"] for m in steps])
+        ax[0].plot(x, y, alpha=0.25, lw=0.8, color=colour)
+        if len(y) > 10:
+            k = max(len(y) // 30, 2)
+            label = f"{name + ': ' if name else ''}mean of {k} steps"
+            ax[0].plot(x[k - 1:], np.convolve(y, np.ones(k) / k, mode="valid"), color=colour, label=label)
+        epochs = [m for m in run if "val_acc" in m]
+        if epochs:
+            e = np.array([m["epoch"] + 1 for m in epochs])
+            a = np.array([m["val_acc"] for m in epochs]) * 100
+            c = np.array([m.get("val_ci95", 0.0) for m in epochs]) * 100
+            ax[1].plot(e, a, marker="o", color=colour, label=name or None)
+            ax[1].fill_between(e, a - c, a + c, color=colour, alpha=0.2)
     ax[0].set(xlabel="optimiser step", ylabel="training loss", title="loss")
-    if epochs:
-        e = np.array([m["epoch"] + 1 for m in epochs])
-        a = np.array([m["val_acc"] for m in epochs]) * 100
-        c = np.array([m.get("val_ci95", 0.0) for m in epochs]) * 100
-        ax[1].plot(e, a, marker="o", color="C1")
-        ax[1].fill_between(e, a - c, a + c, color="C1", alpha=0.25, label="CI95")
-        ax[1].set(xlabel="epoch", ylabel="accuracy (%)", title="validation few-shot accuracy")
-        ax[1].legend(fontsize=7)
+    if ax[0].get_legend_handles_labels()[0]:
+        ax[0].legend(fontsize=7)
+    if has_val:
+        ax[1].set(xlabel="epoch", ylabel="accuracy (%)", title="validation few-shot accuracy (CI95 over episodes)")
+        if len(runs) > 1:
+            ax[1].legend(fontsize=7)
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import io
 import json
 import math
 import os
 import random
+import re
+import signal
+import socket
+import sys
 import tempfile
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -30,17 +37,67 @@ def seed_everything(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``."""
+class DiskFullError(OSError):
+    """The disk (or quota) filled up while a file was written; the target file was left as it was."""
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where the OS allows (``/proc/self/status`` on Linux)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: set and restore (a brief window in which other threads see 0o022)
+    os.umask(mask)
+    return mask
+
+
+_HOST = socket.gethostname().replace("/", "_") or "host"
+# Temporary files are named ``.<name>.<pid>@<host>.<random>.tmp``: their owner can be told dead or alive.
+_TMP_RE = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)@(?P<host>.+)\.[A-Za-z0-9_]+\.tmp$")
+STALE_TMP_SECONDS = 3600.0  # a temporary file no local process owns is stale after this long
+
+
+def _write_all(fh: Any, data: bytes, target: Path) -> None:
+    """The one place file bytes are written (to a temporary file for ``target``; tests replace it to simulate
+    a full disk)."""
+    fh.write(data)
+    fh.flush()
+    os.fsync(fh.fileno())
+
+
+def atomic_write_bytes(path: str | Path, data: bytes, before_replace: Callable[[], None] | None = None) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``.
+
+    A kill at any point leaves either the old or the new file, never a partial one (the temporary file it may
+    leave is removed later by :func:`remove_stale_temp_files`). The file gets the mode a plain ``open`` would
+    (``0o666`` minus the umask), so a store on a group drive stays readable by the group. A full disk raises
+    :class:`DiskFullError` naming the path. ``before_replace`` runs once the new bytes are safely in the
+    temporary file, just before it replaces ``path`` (the run store writes checksums and rotates checkpoints
+    there, so a failed write changes nothing).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}@{_HOST}.", suffix=".tmp")
     try:
+        if hasattr(os, "fchmod"):  # mkstemp makes 0o600
+            os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+            _write_all(fh, data, path)
+        if before_replace is not None:
+            before_replace()
+        kill_point("write.before_replace", path.name)
         os.replace(tmp, path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+            raise DiskFullError(e.errno, f"the disk is full (or the quota exceeded) while writing {path} "
+                                         f"({len(data) / 2**20:.1f} MiB); {path.name} was left as it was. Free "
+                                         f"space on that drive (or point STUDYLIB_CACHE elsewhere) and re-run",
+                                str(path)) from e
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -51,21 +108,91 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 
 def atomic_write_json(path: str | Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+    atomic_write_text(path, json_text(obj))
+
+
+def json_text(obj: Any) -> str:
+    """The JSON text every studylib file uses (indented, sorted keys, NumPy/torch scalars allowed)."""
+    return json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n"
+
+
+def torch_bytes(obj: Any) -> bytes:
+    """``torch.save(obj)`` into memory (so the bytes can be checksummed and written atomically)."""
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
 
 
 def atomic_torch_save(obj: Any, path: str | Path) -> None:
     """``torch.save`` through a temporary file, so a kill never leaves a half-written checkpoint."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    atomic_write_bytes(path, torch_bytes(obj))
+
+
+def _pid_alive(pid: int) -> bool:
     try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # exists, owned by someone else
+    return True
+
+
+def remove_stale_temp_files(folder: str | Path, max_age: float = STALE_TMP_SECONDS) -> list[Path]:
+    """Delete the temporary files of killed writers in ``folder`` (not recursive); return what was removed.
+
+    A temporary file is stale when its owner (pid in its name) is a dead process on this host, or, when the
+    owner cannot be checked (another host, or an unnamed ``*.tmp`` of an older version), when it is older
+    than ``max_age`` seconds. Files of live writers are never touched.
+    """
+    removed: list[Path] = []
+    folder = Path(folder)
+    if not folder.is_dir():
+        return removed
+    now = time.time()
+    for f in folder.glob(".*.tmp"):
+        m = _TMP_RE.match(f.name)
+        try:
+            if m and m["host"] == _HOST:
+                stale = int(m["pid"]) != os.getpid() and not _pid_alive(int(m["pid"]))
+            else:
+                stale = now - f.stat().st_mtime > max_age
+            if stale:
+                f.unlink()
+                removed.append(f)
+        except FileNotFoundError:
+            pass  # its writer installed or removed it meanwhile
+    return removed
+
+
+_KILL_COUNTS: dict[str, int] = {}
+
+
+def kill_point(name: str, detail: str = "") -> None:
+    """Test hook: SIGKILL this process at a named point when ``STUDYLIB_KILL_AT`` asks for it.
+
+    ``STUDYLIB_KILL_AT=<point>[@<detail>][:<n>]`` kills at the ``n``-th time (default 1) the point is reached
+    with that detail (e.g. ``loop.after_metrics:2``, ``write.before_replace@metrics.jsonl``). Points:
+    ``write.before_replace`` (temporary file written, not installed; detail = file name),
+    ``loop.after_metrics`` (metrics written, their checkpoint not yet), ``runstore.checkpoint_rotated`` (the
+    checkpoint moved to ``checkpoint.prev.pt``, the new one not installed), ``loop.after_weights`` (final
+    weights written, the training record not yet), ``runner.before_result`` (per-episode accuracies written,
+    the evaluation result not yet). Unset: one dictionary lookup.
+    """
+    spec = os.environ.get("STUDYLIB_KILL_AT")
+    if not spec:
+        return
+    point, _, count = spec.partition(":")
+    point, _, want_detail = point.partition("@")
+    if point != name or (want_detail and want_detail != detail):
+        return
+    key = f"{name}@{want_detail}"
+    _KILL_COUNTS[key] = _KILL_COUNTS.get(key, 0) + 1
+    if _KILL_COUNTS[key] >= int(count or 1):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
+        os._exit(137)  # pragma: no cover (where SIGKILL does not exist)
 
 
 def _json_default(o: Any) -> Any:

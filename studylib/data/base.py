@@ -8,13 +8,36 @@ batched on whatever device the arrays were moved to.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
+
+from studylib.paths import project_root
 
 
 class DataError(ValueError):
     """A data set is missing, corrupt, or cannot serve a request; the message names the fix."""
+
+
+ROOT_RULE = ("a relative data_root is taken relative to the project root (the checkout holding params/ and "
+             "notebooks/, found from the working directory), whatever the working directory inside it")
+
+
+def resolve_root(root: str | os.PathLike) -> Path:
+    """The absolute path of a data folder: ``~`` expanded, a relative path taken relative to the repository root.
+
+    One rule for every way a notebook runs (``papermill --cwd notebooks``, JupyterLab started anywhere, the
+    README's papermill line from the repository root, ``./study run``): ``data_root: data/mini-imagenet``
+    always means ``<repo>/data/mini-imagenet``. See :data:`ROOT_RULE`.
+    """
+    path = Path(root).expanduser()
+    if not path.is_absolute():
+        path = project_root() / path
+    return Path(os.path.abspath(path))
 
 
 @dataclass
@@ -102,3 +125,23 @@ class FewShotDataset:
 
     def stats(self) -> dict[str, dict[str, int | float]]:
         return {name: s.stats() for name, s in self.splits.items()}
+
+    def content_hash(self) -> str:
+        """SHA-256 (hex) of what a run sees: every split's name, images, labels, class and superclass names.
+
+        The data set's ``name`` and ``info`` are left out, so the same arrays give the same hash wherever they
+        came from (a folder, tensors built in a notebook); any changed pixel, label, class name or split
+        assignment gives another. Images are hashed as ``uint8`` ``[N, C, H, W]`` bytes in storage order.
+        """
+        h = hashlib.sha256(b"studylib-fewshot-content-v1\0")
+        for name in sorted(self.splits):
+            sp = self.splits[name]
+            images = sp.images.detach().cpu().contiguous()
+            labels = sp.labels.detach().cpu().to(torch.int64).contiguous()
+            meta = {"split": name, "shape": list(images.shape), "classes": list(map(str, sp.class_names)),
+                    "superclass": None if sp.superclass is None else sp.superclass.cpu().tolist(),
+                    "superclass_names": None if sp.superclass_names is None else list(map(str, sp.superclass_names))}
+            h.update(json.dumps(meta, sort_keys=True).encode() + b"\0")
+            h.update(images.numpy().data)  # the contiguous buffer itself, no copy
+            h.update(labels.numpy().data)
+        return h.hexdigest()

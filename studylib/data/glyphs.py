@@ -81,6 +81,8 @@ import functools
 import io
 import time
 import unicodedata
+import warnings
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -673,8 +675,8 @@ def _load_or_generate(size: int, rgb: bool, seed: int, instances: int, max_class
                 data = {k: z[k] for k in z.files}
             if str(data["key"]) == config_hash(key):
                 return data, True, path
-        except (OSError, ValueError, KeyError):
-            pass  # corrupt or foreign file: regenerate below
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:  # truncated, damaged, foreign
+            warnings.warn(f"regenerating the damaged glyph cache {path} ({type(e).__name__}: {e})", stacklevel=3)
     t0 = time.perf_counter()
     classes = _select_classes(glyph_classes(), max_classes, seed)
     images = _generate(classes, size, rgb, seed, instances)

@@ -6,8 +6,9 @@ decoded once, int64 labels ``0..K-1`` local to each split, and ``class_names``.
 
 Formats (one reader each, see :data:`READERS`):
 
-* Omniglot (:func:`load_omniglot`): the authors' ``images_background*.zip`` / ``images_evaluation*.zip`` or
-  their unzipped folders; optional 90-degree rotation classes; several documented character splits.
+* Omniglot (:func:`load_omniglot`): the authors' ``images_background*.zip`` / ``images_evaluation*.zip``, their
+  unzipped folders, or any folder laid out as ``<alphabet>/<character>/*.png``; optional 90-degree rotation
+  classes; several documented character splits.
 * miniImageNet (:func:`load_mini_imagenet`): ``mini-imagenet-cache-{train,val,test}.pkl`` (dict with
   ``"image_data"`` uint8 ``[N, 84, 84, 3]`` and ``"class_dict"`` ``{wnid: [indices]}``), or Ravi &
   Larochelle's ``images/`` folder with ``{train,val,test}.csv`` (columns ``filename,label``).
@@ -20,10 +21,17 @@ Formats (one reader each, see :data:`READERS`):
   coarse classes, the basis of FC100's split) come from the CIFAR-100 label lists below.
 * CUB-200-2011 (:func:`load_cub`): the ``CUB_200_2011`` layout, split 100/50/50 by class id order, or a
   generic folder layout.
-* Any folder of images (:func:`load_image_folder`): ``root/{train,val,test}/<class>/<image>``.
+* Any folder of images (:func:`load_image_folder`): ``root/{train,val,test}/<class>/<image>``, or
+  ``root/<class>/<image>`` / ``root/<superclass>/<class>/<image>`` split by a seeded class- or superclass-disjoint
+  rule.
 
-Pickles execute code when loaded: they are only ever read from the folder the user names, so point
-``data_root`` at copies you trust.
+Pickles are read by a restricted unpickler (:func:`load_pickle`) that resolves only NumPy arrays, dtypes and
+scalars and plain containers, strings, bytes and numbers, so a crafted pickle in a data folder is refused
+instead of running code.
+
+Paths: a relative ``root`` is taken relative to the repository root (the folder holding ``params/`` and
+``notebooks/``), whatever the working directory (:func:`~studylib.data.base.resolve_root`); every "not found"
+message prints the absolute path it looked at.
 
 Decoding uses PIL in a thread pool (PIL releases the GIL while decoding and resizing), with JPEG ``draft``
 mode so large JPEGs are decoded at the smallest DCT scale that still covers ``size``. Every image is
@@ -38,6 +46,8 @@ second load only reads one ``.pt`` file.
 
 from __future__ import annotations
 
+import codecs
+import collections
 import csv
 import hashlib
 import io
@@ -55,7 +65,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from studylib.data.base import DataError, FewShotDataset, ImageSplit
+from studylib.data.base import ROOT_RULE, DataError, FewShotDataset, ImageSplit, resolve_root
 from studylib.utils import atomic_torch_save, config_hash, default_cache_dir
 
 SPLITS = ("train", "val", "test")
@@ -111,30 +121,100 @@ def check_size(size: int) -> int:
     return int(size)
 
 
+def _rule_note(root: str | os.PathLike) -> str:
+    """The relative-path rule, for messages about a ``root`` that was given as a relative path."""
+    return "" if Path(root).expanduser().is_absolute() else f" ({ROOT_RULE})"
+
+
 def require_folder(root: str | os.PathLike, dataset: str, hint: str) -> Path:
-    """The resolved ``root`` folder, or a :class:`DataError` that names it and says how to fix it."""
-    path = Path(root).expanduser()
+    """The absolute ``root`` folder (:func:`resolve_root`), or a DataError naming that path and the fix."""
+    path = resolve_root(root)
     if not path.exists():
-        raise DataError(f"{dataset}: data folder {path} does not exist; {hint}")
+        raise DataError(f"{dataset}: data folder {path} does not exist{_rule_note(root)}; {hint}")
     if not path.is_dir():
         raise DataError(f"{dataset}: {path} is not a folder; {hint}")
     return path.resolve()
 
 
-def load_pickle(path: Path, dataset: str, hint: str) -> Any:
-    """Unpickle ``path`` (Python-2 pickles too, via ``encoding="latin1"``); any failure is a DataError.
+class _RefusedGlobal(pickle.UnpicklingError):
+    """A data pickle names a global outside :data:`_PICKLE_GLOBALS` (see :func:`load_pickle`)."""
 
-    Only call this on files inside the folder the user named: unpickling runs code from the file.
+    def __init__(self, module: str, name: str) -> None:
+        super().__init__(f"{module}.{name}")
+        self.qualname = f"{module}.{name}"
+
+
+def _latin1_encode(obj: str, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+    """``_codecs.encode`` as Python 3 writes ``bytes`` into protocol-2 pickles (``encode(text, "latin1")``) only."""
+    if encoding.lower().replace("-", "_") not in ("latin1", "latin_1", "iso8859_1", "iso_8859_1"):
+        raise _RefusedGlobal("_codecs", f"encode(..., {encoding!r})")
+    return codecs.encode(obj, "latin1", errors)
+
+
+def _numpy_globals() -> dict[tuple[str, str], Any]:
+    """What NumPy's own pickles of arrays, dtypes and scalars name, under NumPy 1's and NumPy 2's module paths."""
+    try:
+        from numpy._core import multiarray as ma, numeric as nu  # NumPy >= 2
+    except ImportError:  # pragma: no cover - NumPy 1
+        from numpy.core import multiarray as ma, numeric as nu  # type: ignore[no-redef]
+    out: dict[tuple[str, str], Any] = {("numpy", "ndarray"): np.ndarray, ("numpy", "dtype"): np.dtype}
+    for mod in ("numpy.core", "numpy._core"):
+        out[(f"{mod}.multiarray", "_reconstruct")] = ma._reconstruct
+        out[(f"{mod}.multiarray", "scalar")] = ma.scalar
+        if hasattr(nu, "_frombuffer"):
+            out[(f"{mod}.numeric", "_frombuffer")] = nu._frombuffer
+    return out
+
+
+# Every global a data pickle (miniImageNet, tieredImageNet, CIFAR-FS, FC100) may name: NumPy arrays, dtypes and
+# scalars, and the built-in containers and numbers that protocols 0-5 (and Python 2) refer to by name.
+_PICKLE_GLOBALS: dict[tuple[str, str], Any] = {
+    **_numpy_globals(),
+    **{(mod, t.__name__): t for mod in ("builtins", "__builtin__")
+       for t in (set, frozenset, bytearray, complex, int, float, bool, str, bytes, dict, list, tuple)},
+    ("collections", "OrderedDict"): collections.OrderedDict,
+    ("_codecs", "encode"): _latin1_encode,
+}
+
+
+class _DataUnpickler(pickle.Unpickler):
+    """An unpickler that resolves only the globals in :data:`_PICKLE_GLOBALS`; any other refuses the file.
+
+    ``pickle.load`` calls whatever global a file names (``os.system``, ``subprocess.Popen``, ...), so a crafted
+    file in a data folder would run code. The data-set pickles hold nothing but NumPy arrays and plain Python
+    containers, strings, bytes and numbers, so nothing else is ever resolved, and nothing is imported.
+    """
+
+    def find_class(self, module: str, name: str) -> Any:
+        try:
+            return _PICKLE_GLOBALS[(module, name)]
+        except KeyError:
+            raise _RefusedGlobal(module, name) from None
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise _RefusedGlobal("persistent_id", repr(pid)[:60])
+
+
+def load_pickle(path: Path, dataset: str, hint: str) -> Any:
+    """Unpickle a data-set file safely (Python-2 pickles too, via ``encoding="latin1"``); failures are DataErrors.
+
+    The file is read by :class:`_DataUnpickler`, which admits only NumPy arrays, dtypes and scalars, dicts,
+    lists, tuples, sets, strings, bytes and numbers: a pickle naming anything else (a crafted file whose
+    ``__reduce__`` calls ``os.system``, say) is refused before any of it runs, with a message naming the file.
     """
     if not path.is_file():
-        raise DataError(f"{dataset}: missing file {path}; {hint}")
+        raise DataError(f"{dataset}: missing file {path.absolute()}; {hint}")
     try:
         with open(path, "rb") as fh:
-            return pickle.load(fh, encoding="latin1")
+            return _DataUnpickler(fh, encoding="latin1").load()
+    except _RefusedGlobal as e:
+        raise DataError(f"{dataset}: refused to load {path.absolute()}: it refers to {e.qualname}, which a {dataset} "
+                        f"pickle never holds (the {dataset} files hold only NumPy arrays, dicts, lists, strings, bytes "
+                        f"and numbers; loading it could run code). Replace it with the original file; {hint}") from None
     except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, IndexError, KeyError,
-            TypeError, ValueError, UnicodeDecodeError, OverflowError) as e:
-        raise DataError(f"{dataset}: {path} is not a readable pickle ({type(e).__name__}: {e}); the file is "
-                        f"corrupt or truncated: download it again") from e
+            TypeError, ValueError, UnicodeDecodeError, OverflowError, MemoryError) as e:
+        raise DataError(f"{dataset}: {path.absolute()} is not a readable pickle ({type(e).__name__}: {e}); the file "
+                        f"is corrupt or truncated: download it again") from e
 
 
 def _default_workers() -> int:
@@ -322,8 +402,17 @@ def _scaled_class_counts(n: int, fractions: tuple[float, float, float], dataset:
 # Generic image folders.
 # ----------------------------------------------------------------------------------------------------------
 
+FOLDER_SPLITS = ("given", "random", "alphabet")
+FOLDER_FRACTIONS = (0.64, 0.16, 0.20)  # miniImageNet's 64/16/20 classes
 _FOLDER_HINT = ("arrange the images as <root>/train/<class>/<image>, <root>/val/<class>/<image> and "
                 "<root>/test/<class>/<image>, and point data_root at <root>")
+_FOLDER_LAYOUTS = ("split='given' reads <root>/{train,val,test}/<class>/<image>; split='random' reads "
+                   "<root>/<class>/<image> and splits the classes; split='alphabet' reads "
+                   "<root>/<superclass>/<class>/<image> and keeps each superclass in one split")
+
+
+def _subfolders(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
 def _scan_image_folder(root: Path, dataset: str) -> dict[str, list[tuple[str, list[Path]]]]:
@@ -331,8 +420,15 @@ def _scan_image_folder(root: Path, dataset: str) -> dict[str, list[tuple[str, li
     for s in SPLITS:
         d = root / s
         if not d.is_dir():
-            raise DataError(f"{dataset}: no {s}/ folder under {root}; {_FOLDER_HINT}")
-        classes = sorted(p for p in d.iterdir() if p.is_dir() and not p.name.startswith("."))
+            found = _subfolders(root)
+            other = ""
+            if found and not any((root / t).is_dir() for t in SPLITS):
+                other = (f" It holds {len(found)} other folders ({', '.join(p.name for p in found[:4])}"
+                         f"{', ...' if len(found) > 4 else ''}): if each is a class, use split='random' "
+                         f"(<root>/<class>/<image>); if each holds class folders, use split='alphabet' "
+                         f"(<root>/<superclass>/<class>/<image>).")
+            raise DataError(f"{dataset}: no {s}/ folder under {root}; {_FOLDER_HINT}.{other}")
+        classes = _subfolders(d)
         if not classes:
             raise DataError(f"{dataset}: {d} holds no class folders; {_FOLDER_HINT}")
         entries = []
@@ -346,24 +442,124 @@ def _scan_image_folder(root: Path, dataset: str) -> dict[str, list[tuple[str, li
     return layout
 
 
-def load_image_folder(root: str | os.PathLike, size: int = 84, cache: bool = True, *,
+def _scan_flat_classes(root: Path, dataset: str, split: str) -> list[tuple[str, str | None, list[Path]]]:
+    """``[(class name, superclass name or None, image files)]`` of ``root/<class>/`` or ``root/<super>/<class>/``."""
+    top = _subfolders(root)
+    if {p.name for p in top} & set(SPLITS) == set(SPLITS):
+        raise DataError(f"{dataset}: {root} holds train/, val/ and test/ folders, the layout of split='given'; "
+                        f"use split='given' to keep those splits (split={split!r} expects "
+                        f"{'<root>/<class>/<image>' if split == 'random' else '<root>/<superclass>/<class>/<image>'})")
+    if not top:
+        raise DataError(f"{dataset}: {root} holds no folders; {_FOLDER_LAYOUTS}")
+    out: list[tuple[str, str | None, list[Path]]] = []
+    for a in top:
+        if split == "random":
+            files = _image_files(a)
+            if not files:
+                sub = _subfolders(a)
+                why = (f"holds folders ({', '.join(p.name for p in sub[:3])}), not images: for "
+                       f"<root>/<superclass>/<class>/<image> use split='alphabet'" if sub else
+                       f"is empty (no image files with an extension in {sorted(IMAGE_EXTENSIONS)}): add its images "
+                       f"or delete the folder")
+                raise DataError(f"{dataset}: class folder {a} {why}")
+            out.append((a.name, None, files))
+            continue
+        classes = _subfolders(a)
+        if not classes:
+            why = ("holds images but no class folders: for <root>/<class>/<image> use split='random'"
+                   if _image_files(a) else "holds no class folders: add them or delete the folder")
+            raise DataError(f"{dataset}: superclass folder {a} {why}")
+        for c in classes:
+            files = _image_files(c)
+            if not files:
+                raise DataError(f"{dataset}: class folder {c} is empty (no image files with an extension in "
+                                f"{sorted(IMAGE_EXTENSIONS)}); add its images or delete the folder")
+            out.append((f"{a.name}/{c.name}", a.name, files))
+    return out
+
+
+def _check_fractions(fractions: Sequence[float], dataset: str) -> tuple[float, float, float]:
+    fr = tuple(float(f) for f in fractions)
+    if len(fr) != 3 or min(fr) < 0 or fr[0] <= 0 or fr[2] <= 0:
+        raise ValueError(f"{dataset}: fractions must be three numbers (train, val, test) with train > 0, test > 0 "
+                         f"and val >= 0, got {tuple(fractions)}")
+    total = sum(fr)
+    return fr[0] / total, fr[1] / total, fr[2] / total
+
+
+def _flat_assignment(entries: list[tuple[str, str | None, list[Path]]], split: str, seed: int,
+                     fractions: tuple[float, float, float], dataset: str) -> np.ndarray:
+    """``[K]`` split ids (0 train, 1 val, 2 test) of the classes of ``entries``, class- or superclass-disjoint.
+
+    ``random``: classes permuted with ``torch.Generator().manual_seed(seed)``, then cut in ``fractions``
+    (each split at least one class). ``alphabet``: superclasses (sorted names) permuted with the same
+    generator; whole superclasses go to train/val/test in that order, each to the split whose cumulative
+    class range holds its midpoint (:func:`_alphabet_assignment`), so no superclass is cut.
+    """
+    gen = torch.Generator().manual_seed(int(seed))
+    n = len(entries)
+    if split == "random":
+        counts = _scaled_class_counts(n, fractions, dataset, "add classes, or use split='given' with your own "
+                                                            "train/val/test folders")
+        ids = np.repeat(np.array([0, 1, 2]), counts)
+        out = np.empty(n, dtype=np.int64)
+        out[torch.randperm(n, generator=gen).numpy()] = ids
+        return out
+    supers = sorted({str(sup) for _, sup, _ in entries})
+    order = [supers[i] for i in torch.randperm(len(supers), generator=gen).tolist()]
+    sizes = [sum(1 for _, sup, _ in entries if sup == a) for a in order]
+    assign = _alphabet_assignment(sizes, fractions)
+    counts = np.bincount(np.asarray(assign, dtype=np.int64), minlength=3)
+    if (counts[[0, 2]] == 0).any() or (fractions[1] > 0 and counts[1] == 0):
+        empty = [SPLITS[i] for i in range(3) if counts[i] == 0]
+        raise DataError(f"{dataset}: split='alphabet' leaves no superclass for {empty} ({len(supers)} superclasses "
+                        f"with {sorted(sizes, reverse=True)} classes); add superclass folders, or use "
+                        f"split='random' to split by class")
+    of_super = dict(zip(order, assign))
+    return np.array([of_super[str(sup)] for _, sup, _ in entries], dtype=np.int64)
+
+
+def load_image_folder(root: str | os.PathLike, size: int = 84, cache: bool = True, *, split: str = "given",
+                      seed: int = 0, fractions: Sequence[float] = FOLDER_FRACTIONS, mode: str = "RGB",
                       dataset_name: str = "folder") -> FewShotDataset:
-    """Read ``root/{train,val,test}/<class>/<image>``: class names are folder names (sorted), RGB, resized.
+    """Read a folder of your own images: class names are folder names (sorted); images resized to ``size``.
+
+    Layouts (``split``):
+
+    * ``"given"``: ``root/{train,val,test}/<class>/<image>``, the splits as the folders hold them.
+    * ``"random"``: ``root/<class>/<image>``; the classes are split class-disjointly by a seeded permutation
+      (``torch.Generator().manual_seed(seed)``) in ``fractions`` (train, val, test; default 64:16:20, each
+      split at least one class).
+    * ``"alphabet"``: ``root/<superclass>/<class>/<image>`` (Omniglot's ``<alphabet>/<character>/*.png``,
+      any super-category layout); whole superclasses go to one split (seeded order, ``fractions`` of the
+      classes), so all characters of an alphabet share a split. Class names are ``"<superclass>/<class>"``
+      and every split carries ``superclass`` / ``superclass_names``.
 
     Args:
-        root: the folder holding ``train/``, ``val/`` and ``test/``.
+        root: the folder (a relative path is taken relative to the repository root).
         size: output side; images are resized to ``size x size`` without cropping.
         cache: keep the decoded arrays in the on-disk decode cache.
+        split, seed, fractions: the layout and split rule above (``seed``/``fractions`` unused for ``given``).
+        mode: ``"RGB"`` (3 channels) or ``"L"`` (1 channel, e.g. for Omniglot-like strokes).
         dataset_name: name used in messages and in ``FewShotDataset.name``.
 
     Returns:
-        A FewShotDataset with ``[N, 3, size, size]`` uint8 images per split.
+        A FewShotDataset with ``[N, C, size, size]`` uint8 images per split.
     """
     size = check_size(size)
-    root = require_folder(root, dataset_name, _FOLDER_HINT)
+    if split not in FOLDER_SPLITS:
+        raise ValueError(f"{dataset_name}: unknown split {split!r}; allowed: {', '.join(FOLDER_SPLITS)} "
+                         f"({_FOLDER_LAYOUTS})")
+    if mode not in ("RGB", "L"):
+        raise ValueError(f"{dataset_name}: mode must be 'RGB' or 'L', got {mode!r}")
+    root = require_folder(root, dataset_name, _FOLDER_HINT if split == "given" else _FOLDER_LAYOUTS)
+    if split != "given":
+        return _load_flat_folder(root, size, cache, split, seed, _check_fractions(fractions, dataset_name), mode,
+                                 dataset_name)
     layout = _scan_image_folder(root, dataset_name)
     files = [f for s in SPLITS for _, fs in layout[s] for f in fs]
-    path = cache_path(dataset_name, root, size, {"layout": "folder"}, files) if cache else None
+    options: dict[str, Any] = {"layout": "folder"} if mode == "RGB" else {"layout": "folder", "mode": mode}
+    path = cache_path(dataset_name, root, size, options, files) if cache else None
 
     def build() -> dict[str, Any]:
         splits = {}
@@ -371,10 +567,47 @@ def load_image_folder(root: str | os.PathLike, size: int = 84, cache: bool = Tru
             paths = [f for _, fs in layout[s] for f in fs]
             labels = np.concatenate([np.full(len(fs), k) for k, (_, fs) in enumerate(layout[s])])
             names = [c for c, _ in layout[s]]
-            splits[s] = split_payload(decode_images(paths, size, "RGB"), labels, lambda k, names=names: names[k])
+            splits[s] = split_payload(decode_images(paths, size, mode), labels, lambda k, names=names: names[k])
         return {"splits": splits, "info": {"root": str(root), "layout": "folder", "size": size}}
 
     return to_dataset(dataset_name, cached(path, build), path)
+
+
+def _load_flat_folder(root: Path, size: int, cache: bool, split: str, seed: int,
+                      fractions: tuple[float, float, float], mode: str, dataset_name: str) -> FewShotDataset:
+    """``root/<class>/`` or ``root/<superclass>/<class>/`` split by :func:`_flat_assignment` (see above)."""
+    entries = _scan_flat_classes(root, dataset_name, split)
+    files = [f for _, _, fs in entries for f in fs]
+    path = (cache_path(dataset_name, root, size, {"layout": f"flat-{split}", "mode": mode}, files)
+            if cache else None)
+
+    def build() -> dict[str, Any]:  # decoding does not depend on the split rule, so seeds share the cache
+        return {"images": decode_images(files, size, mode),
+                "class_of_image": torch.repeat_interleave(torch.arange(len(entries)),
+                                                          torch.tensor([len(fs) for _, _, fs in entries]))}
+
+    payload = cached(path, build)
+    assign = _flat_assignment(entries, split, seed, fractions, dataset_name)
+    splits = {}
+    for sid, s in enumerate(SPLITS):
+        chosen = np.flatnonzero(assign == sid)
+        local = torch.full((len(entries),), -1, dtype=torch.long)
+        local[torch.from_numpy(chosen)] = torch.arange(len(chosen))
+        lab = local[payload["class_of_image"]]
+        keep = lab >= 0
+        names = [entries[int(c)][0] for c in chosen]
+        sup = sup_names = None
+        if split == "alphabet":
+            sup_of = [str(entries[int(c)][1]) for c in chosen]
+            sup_names = sorted(set(sup_of))
+            sup = torch.tensor([sup_names.index(a) for a in sup_of], dtype=torch.long)
+        splits[s] = ImageSplit(payload["images"][keep].contiguous(), lab[keep], names, sup, sup_names,
+                               name=f"{dataset_name}/{s}")
+    info = {"root": str(root), "layout": f"<root>/<superclass>/<class>/<image>" if split == "alphabet" else
+            "<root>/<class>/<image>", "split": split, "seed": seed, "fractions": list(fractions), "size": size,
+            "classes": {s: int((assign == i).sum()) for i, s in enumerate(SPLITS)},
+            "cache_file": str(path) if path is not None else None}
+    return FewShotDataset(dataset_name, splits, info)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -714,8 +947,12 @@ OMNIGLOT_SPLITS = ("vinyals", "background-evaluation", "alphabet", "random")
 # 423 test characters (1200 = train + val are Vinyals et al.'s training characters).
 OMNIGLOT_VINYALS_COUNTS = (1028, 172, 423)
 _OMNI_FRACTIONS = tuple(c / sum(OMNIGLOT_VINYALS_COUNTS) for c in OMNIGLOT_VINYALS_COUNTS)
-_OMNI_HINT = ("download Lake et al.'s images_background.zip and images_evaluation.zip (or a subset such as "
-              "images_background_small1.zip) and point data_root at the folder that holds them, zipped or unzipped")
+_OMNI_LAYOUT = ("expected one of: Lake et al.'s images_background*.zip / images_evaluation*.zip; their unzipped "
+                "folders images_background*/<alphabet>/<character>/<image>.png and images_evaluation*/...; or any "
+                "folder laid out as <alphabet>/<character>/<image>.png (point data_root at that folder)")
+_OMNI_HINT = ("point data_root at a folder holding Lake et al.'s images_background.zip and images_evaluation.zip "
+              "(or a subset such as images_background_small1.zip), zipped or unzipped, or at any folder laid out as "
+              "<alphabet>/<character>/<image>.png")
 _OMNI_KINDS = ("background", "evaluation")
 
 
@@ -736,6 +973,22 @@ def _omniglot_kind(top: str) -> str | None:
     return None
 
 
+def _has_character_layout(folder: Path) -> bool:
+    """Whether ``folder`` holds ``<alphabet>/<character>/<image>.png`` (at least one such image)."""
+    for a in _subfolders(folder):
+        for c in _subfolders(a):
+            if any(p.is_file() and p.suffix.lower() == ".png" and not p.name.startswith(".") for p in c.iterdir()):
+                return True
+    return False
+
+
+def _describe_folder(folder: Path, limit: int = 8) -> str:
+    """A short listing of ``folder`` for messages: names, ``/`` after folders."""
+    items = sorted(folder.iterdir(), key=lambda p: p.name)
+    shown = [p.name + ("/" if p.is_dir() else "") for p in items[:limit]]
+    return (", ".join(shown) + (f", ... ({len(items)} entries)" if len(items) > limit else "")) or "nothing"
+
+
 def _zip_top(path: Path, strict: bool) -> str | None:
     """The single top folder of a zip, or None. ``strict``: an unreadable zip is a DataError, else skipped."""
     try:
@@ -753,7 +1006,10 @@ def _find_omniglot_sources(root: Path) -> tuple[list[_OmniSource], list[str]]:
     """Omniglot archives under ``root`` (or ``root`` itself): background first, then evaluation.
 
     An unzipped folder wins over a zip with the same top folder, and the full ``images_background`` /
-    ``images_evaluation`` wins over its ``_small*`` subsets (which it contains). Returns (sources, ignored).
+    ``images_evaluation`` wins over its ``_small*`` subsets (which it contains). With none of those, ``root``
+    itself is read when it is laid out as ``<alphabet>/<character>/<image>.png`` (whatever its name; its
+    alphabets count as background alphabets), and so is a zip whose single top folder has that layout.
+    Returns (sources, ignored).
     """
     candidates: list[_OmniSource] = []
     if root.is_file():
@@ -772,6 +1028,10 @@ def _find_omniglot_sources(root: Path) -> tuple[list[_OmniSource], list[str]]:
         kind = _omniglot_kind(top) if top else None
         if kind:
             candidates.append(_OmniSource(kind, str(top), z, True))
+        elif top and root.is_file():  # the user named this zip: any top folder of <alphabet>/<character>/ PNGs
+            candidates.append(_OmniSource("background", top, z, True))
+    if not candidates and root.is_dir() and _has_character_layout(root):
+        candidates.append(_OmniSource("background", root.name, root, False))
     chosen: dict[str, _OmniSource] = {}
     ignored: list[str] = []
     for c in candidates:  # folders come first, so they win over zips of the same top folder
@@ -894,7 +1154,10 @@ def load_omniglot(root: str | os.PathLike, size: int = 28, rotations: bool = Fal
 
     ``root`` is a folder holding ``images_background*.zip`` / ``images_evaluation*.zip`` (any zip whose top
     folder is ``images_background*`` or ``images_evaluation*``) and/or the unzipped folders
-    ``images_background*/<Alphabet>/<character>/<image>.png``; a single such zip or top folder also works.
+    ``images_background*/<Alphabet>/<character>/<image>.png``; a single such zip or top folder also works, and
+    so does any folder (or a zip of one) laid out as ``<Alphabet>/<character>/<image>.png`` whatever its name
+    (its alphabets count as background alphabets, so ``split="background-evaluation"`` needs the authors'
+    evaluation archive; ``"alphabet"`` holds out whole alphabets of any copy).
 
     Pixels: the PNGs are 105x105 1-bit images with a white background. This reader stores **ink = 255 on a
     background of 0** (inverted), so zero padding and rotation keep the background, and resizes with PIL's
@@ -930,14 +1193,14 @@ def load_omniglot(root: str | os.PathLike, size: int = 28, rotations: bool = Fal
     size = check_size(size)
     if split not in OMNIGLOT_SPLITS:
         raise ValueError(f"omniglot: unknown split {split!r}; allowed: {', '.join(OMNIGLOT_SPLITS)}")
-    path_in = Path(root).expanduser()
+    path_in = resolve_root(root)
     if not path_in.exists():
-        raise DataError(f"omniglot: data folder {path_in} does not exist; {_OMNI_HINT}")
+        raise DataError(f"omniglot: data folder {path_in} does not exist{_rule_note(root)}; {_OMNI_HINT}")
     root_p = path_in.resolve()
     sources, ignored = _find_omniglot_sources(root_p)
     if not sources:
-        raise DataError(f"omniglot: no images_background*.zip, images_evaluation*.zip or unzipped images_background*/ "
-                        f"or images_evaluation*/ folder under {root_p}; {_OMNI_HINT}")
+        found = _describe_folder(root_p) if root_p.is_dir() else f"the zip's top folders are not one folder"
+        raise DataError(f"omniglot: no Omniglot images under {root_p}; {_OMNI_LAYOUT}. Found: {found}")
     listing: list[tuple[str, str, str, _OmniSource, list[str]]] = []
     seen_alpha: dict[str, _OmniSource] = {}
     for src in sources:

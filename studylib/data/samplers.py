@@ -17,6 +17,7 @@ is called, which is what makes a killed run resume exactly where it stopped.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 
@@ -75,19 +76,57 @@ class ClassTable:
         return torch.gather(self.table[classes], 1, cols)
 
 
-def check_episode(ways: int, shots: int, queries: int, counts: torch.Tensor, what: str = "split") -> None:
-    """Fail before training when the data cannot hold ``ways`` classes of ``shots + queries`` images."""
-    if ways < 1 or shots < 0 or queries < 0 or shots + queries < 1:
-        raise DataError(f"an episode needs ways >= 1 and shots + queries >= 1, got ways={ways}, shots={shots}, "
-                        f"queries={queries}")
+def check_episode(ways: int, shots: int, queries: int, counts: torch.Tensor, what: str = "split",
+                  class_names: Sequence[str] | None = None, roles: bool = True) -> None:
+    """Fail before any training or evaluation when the data cannot hold ``ways`` classes of ``shots + queries``.
+
+    With support/query roles (``roles=True``: episodic training, evaluation episodes) an episode needs at least
+    one support and one query image per class: with no query the accuracy is 0/0 (NaN), with no support there
+    is no prototype. Without roles (fixed batch composition, ``shots`` images per class, ``queries = 0``) every
+    image needs a second image of its class (its positive), so ``shots + queries >= 2``. A class with fewer than
+    ``shots + queries`` images can never enter an episode; the message names those classes (the first few, with
+    their image counts) and the change that fixes the request.
+
+    Args:
+        ways, shots, queries: the episode shape.
+        counts: ``[K]`` images per class (classes with 0 images are absent and ignored).
+        what: the split's name for messages, e.g. ``"test split omniglot/test"``.
+        class_names: ``K`` names for the message (default ``class <k>``).
+        roles: whether the episode has support/query roles (see above).
+    """
+    if roles and (ways < 1 or shots < 1 or queries < 1):
+        raise DataError(f"an episode needs ways >= 1 and at least one support and one query image per class "
+                        f"(shots >= 1, queries >= 1), got ways={ways}, shots={shots}, queries={queries}: with no "
+                        f"query image the accuracy is 0/0 (NaN), with no support image there is no prototype; "
+                        f"set {'shots' if shots < 1 else 'queries' if queries < 1 else 'ways'} to at least 1")
+    if not roles and (ways < 1 or shots + queries < 2):
+        raise DataError(f"a batch of fixed composition needs ways >= 1 and at least 2 images per class (every "
+                        f"image needs a positive of its class), got ways={ways}, {shots + queries} per class; "
+                        f"raise the images per class to at least 2")
     k = int((counts > 0).sum())
     if ways > k:
         raise DataError(f"{ways}-way episodes need {ways} classes but the {what} has {k}; lower 'ways' to at most {k}")
+    per = shots + queries
+    small = torch.nonzero((counts > 0) & (counts < per)).squeeze(1).tolist()
+    if not small:
+        return
     smallest = int(counts[counts > 0].min())
-    if shots + queries > smallest:
-        raise DataError(f"shots + queries = {shots} + {queries} = {shots + queries} images per class, but the "
-                        f"smallest class of the {what} has {smallest}; lower shots or queries so that they sum "
-                        f"to at most {smallest}")
+    name = (lambda c: repr(str(class_names[c]))) if class_names is not None else (lambda c: f"class {c}")
+    listed = ", ".join(f"{name(c)} ({int(counts[c])})" for c in small[:5])
+    more = f" and {len(small) - 5} more" if len(small) > 5 else ""
+    need = 2  # the fewest images a class can have and still enter an episode (1 + 1, or a positive pair)
+    if smallest >= need:
+        fix = (f"lower shots or queries so that they sum to at most {smallest}"
+               + (" (keeping shots >= 1 and queries >= 1)" if roles else "")
+               + ", or add images to those classes or remove them from the data")
+    else:
+        fix = (f"a class needs at least {need} images to enter any episode "
+               f"({'1 support + 1 query' if roles else 'an image and its positive'}), so lowering shots or queries "
+               f"cannot help: add images to those classes or remove them from the data")
+    raise DataError(f"shots + queries = {shots} + {queries} = {per} images per class, but the smallest class of the "
+                    f"{what} has {smallest}; {len(small)} of its {k} classes {'holds' if len(small) == 1 else 'hold'} fewer "
+                    f"than {per} images: "
+                    f"{listed}{more}. Fix: {fix}")
 
 
 class EpisodicSampler:
@@ -101,9 +140,10 @@ class EpisodicSampler:
     """
 
     def __init__(self, labels: torch.Tensor, ways: int, shots: int, queries: int, episodes_per_epoch: int,
-                 replacement: bool = True, seed: int = 0, roles: bool = True, what: str = "split") -> None:
+                 replacement: bool = True, seed: int = 0, roles: bool = True, what: str = "split",
+                 class_names: Sequence[str] | None = None) -> None:
         self.classes = ClassTable(labels)
-        check_episode(ways, shots, queries, self.classes.counts, what)
+        check_episode(ways, shots, queries, self.classes.counts, what, class_names, roles)
         self.ways, self.shots, self.queries = ways, shots, queries
         self.episodes_per_epoch = episodes_per_epoch
         self.replacement, self.seed, self.roles = replacement, seed, roles
@@ -153,8 +193,10 @@ class FixedCompositionSampler(EpisodicSampler):
     """Episodic batch composition (``ways`` x ``per_class`` images) without support/query roles."""
 
     def __init__(self, labels: torch.Tensor, ways: int, per_class: int, batches_per_epoch: int,
-                 replacement: bool = True, seed: int = 0, what: str = "split") -> None:
-        super().__init__(labels, ways, per_class, 0, batches_per_epoch, replacement, seed, roles=False, what=what)
+                 replacement: bool = True, seed: int = 0, what: str = "split",
+                 class_names: Sequence[str] | None = None) -> None:
+        super().__init__(labels, ways, per_class, 0, batches_per_epoch, replacement, seed, roles=False, what=what,
+                         class_names=class_names)
 
 
 class ShuffledSampler:

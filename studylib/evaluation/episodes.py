@@ -16,6 +16,7 @@ noise from 1- vs 5-shot comparisons (the same choice BECLR's evaluation makes, P
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 
@@ -83,7 +84,7 @@ class Episodes:
 
 
 def sample_episodes(labels: torch.Tensor, ways: int, shots: int, queries: int, num_episodes: int,
-                    seed: int = 0, what: str = "split") -> Episodes:
+                    seed: int = 0, what: str = "split", class_names: Sequence[str] | None = None) -> Episodes:
     """Draw ``num_episodes`` episodes at once, reproducibly from ``seed`` (torch CPU generator).
 
     Per episode: ``ways`` distinct classes chosen uniformly among the classes present in ``labels``; per class
@@ -95,28 +96,31 @@ def sample_episodes(labels: torch.Tensor, ways: int, shots: int, queries: int, n
 
     Args:
         labels: ``[N]`` integer labels of the split (any device; sampling runs on the CPU).
-        ways, shots, queries: the episode shape; ``shots >= 1``.
+        ways, shots, queries: the episode shape; ``shots >= 1`` and ``queries >= 1``.
         num_episodes: ``E``.
         seed: seed of the ``torch.Generator``; the same seed gives the same episodes.
         what: name of the split for error messages.
+        class_names: names of the split's classes, for the message naming classes too small for the request.
 
     Returns:
         :class:`Episodes` with CPU tensors ``support [E, ways, shots]``, ``query [E, ways, queries]``.
 
     Raises:
-        DataError: the split has fewer than ``ways`` classes, or a class has fewer than ``shots + queries``
-            images (message names the numbers and the fix).
+        DataError: ``shots < 1`` or ``queries < 1``, the split has fewer than ``ways`` classes, or a class has
+            fewer than ``shots + queries`` images (the message names those classes, their counts and the fix;
+            see :func:`studylib.data.samplers.check_episode`).
     """
     if labels.dim() != 1 or labels.numel() == 0:
         raise DataError(f"sample_episodes needs a non-empty 1-D label tensor, got shape {tuple(labels.shape)}")
-    if shots < 1:
-        raise DataError(f"evaluation episodes need shots >= 1, got shots={shots}")
+    if shots < 1 or queries < 1:
+        raise DataError(f"evaluation episodes need shots >= 1 and queries >= 1 (with no query the accuracy is 0/0, "
+                        f"NaN), got shots={shots}, queries={queries}")
     if num_episodes < 1:
         raise ValueError(f"num_episodes must be >= 1, got {num_episodes}")
     if int(labels.min()) < 0:
         raise DataError("labels must be non-negative class ids")
     table = ClassTable(labels)
-    check_episode(ways, shots, queries, table.counts, what)
+    check_episode(ways, shots, queries, table.counts, what, class_names)
     present = torch.nonzero(table.counts > 0).squeeze(1)  # [K]
     per = shots + queries
     gen = torch.Generator().manual_seed(int(seed))

@@ -24,14 +24,13 @@ from typing import Any, Callable, Sequence
 import torch
 
 from studylib.config import param
-from studylib.data import load_dataset
 from studylib.data.base import ImageSplit
 from studylib.evaluation import evaluate
 from studylib.evaluation.evaluate import EvalResult
 from studylib.evaluation.logreg import logreg_classifier
 from studylib.experiments.common import BACKBONES, DataParams, data_spec, load_data
-from studylib.experiments.runner import (EvalSpec, Outcome, RunSpec, build_parts, features_of, load_trained,
-                                         make_validator, run_spec)
+from studylib.experiments.runner import (EvalSpec, Outcome, RunSpec, build_parts, check_protocol, features_of,
+                                         load_trained, make_validator, run_spec)
 from studylib.methods.dyce import VARIANTS
 from studylib.methods.opta import opta_classifier, standardize
 from studylib.training.loop import SCHEDULES, TrainConfig, train
@@ -135,7 +134,7 @@ def beclr_spec(p: BeclrParams, train_images: int, label: str = "dyce", **method_
     sampler = "replacement" if p.batches_per_epoch else "shuffled"
     tc = TrainConfig(epochs=p.epochs, sampler=sampler, batch_size=p.batch_size, batches_per_epoch=p.batches_per_epoch,
                      optimizer="sgd", lr=p.lr * p.batch_size / 256, momentum=p.momentum, weight_decay=p.weight_decay,
-                     schedule=p.schedule, seed=p.seed, device=p.device, val_every=1)
+                     schedule=p.schedule, seed=p.seed, device=p.device, val_every=1, scale=p.scale)
     ev = EvalSpec(ways=p.eval_ways, shots=list(p.eval_shots), queries=p.eval_queries, episodes=p.eval_episodes,
                   classifiers=["nearest_centroid"], cl2n=True, split=p.eval_split, val_episodes=0, seed=p.seed)
     bb_opts = {"hidden": p.conv4_hidden} if p.backbone == "conv4" and p.conv4_hidden != 64 else {}
@@ -179,7 +178,8 @@ def train_with_snapshots(spec: RunSpec, store: RunStore | None = None, progress:
     store = store or RunStore()
     run = store.run(spec.name, spec.config())
     if not run.finished:
-        dataset = load_dataset(spec.data.name, spec.data.root, **spec.data.options)
+        dataset = spec.data.load()
+        check_protocol(spec, dataset)  # before any training: the evaluation must be possible on this data
         method, transform = build_parts(spec, dataset)
         device = get_device(spec.train.device)
         validator = make_validator(spec, dataset, transform, device)

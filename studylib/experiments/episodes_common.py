@@ -37,25 +37,25 @@ SAMPLER_OF = {"nca": "shuffled"}
 class CommonParams(DataParams):
     """Parameters every seed-000 training notebook has (data, network, optimiser, evaluation, seeds)."""
 
-    max_classes: int | None = param(300, help="glyphs only: keep this many classes (None: all)")
+    max_classes: int | None = param(300, ge=3, help="glyphs only: keep this many classes (None: all)")
     backbone: str = param("conv4", choices=BACKBONES, help="embedding network")
-    conv4_hidden: int = param(64, help="conv4 only: filters per block (64 in Snell et al.; fewer is faster)")
+    conv4_hidden: int = param(64, ge=1, help="conv4 only: filters per block (64 in Snell et al.; fewer is faster)")
     augment: str = param("none", help="training augmentation profile (studylib.data.augment.PROFILES)")
-    nca_temperature: float = param(1.0, help="NCA temperature T (distances divided by T); PN/MN use T = 1")
-    nca_projection_dim: int | None = param(None, help="NCA through a linear projection used only in training")
-    epochs: int = param(1, help="training epochs of every run")
-    images_per_epoch: int | None = param(None, help="images per epoch of every run (None: training split size)")
+    nca_temperature: float = param(1.0, gt=0, help="NCA temperature T (distances divided by T); PN/MN use T = 1")
+    nca_projection_dim: int | None = param(None, ge=1, help="NCA through a linear projection used only in training")
+    epochs: int = param(1, ge=1, help="training epochs of every run")
+    images_per_epoch: int | None = param(None, ge=1, help="images per epoch of every run (None: training split size)")
     optimizer: str = param("sgd", choices=OPTIMIZERS)
-    lr: float = param(0.1)
-    momentum: float = param(0.9)
-    weight_decay: float = param(5e-4)
+    lr: float = param(0.1, gt=0)
+    momentum: float = param(0.9, ge=0, lt=1)
+    weight_decay: float = param(5e-4, ge=0)
     schedule: str = param("step", choices=SCHEDULES)
-    milestones: list[float] = param([0.7], help="fractions of training where the step schedule decays")
-    eval_ways: int = param(5)
-    eval_queries: int = param(15)
-    eval_episodes: int = param(1000, help="evaluation episodes per model (paper: 10,000)")
+    milestones: list[float] = param([0.7], ge=0, le=1, help="fractions of training where the step schedule decays")
+    eval_ways: int = param(5, ge=2)
+    eval_queries: int = param(15, ge=1)
+    eval_episodes: int = param(1000, ge=1, help="evaluation episodes per model (paper: 10,000)")
     eval_split: str = param("val", choices=("val", "test"), help="split the figures are measured on")
-    val_episodes: int = param(0, help="validation episodes after each epoch (0: none)")
+    val_episodes: int = param(0, ge=0, help="validation episodes after each epoch (0: none)")
     seeds: list[int] = param([0], help="training seeds; episodes of all seeds are pooled for the CI95")
     device: str = param("auto", help="'auto' (CUDA when present), 'cpu' or 'cuda'")
 
@@ -190,7 +190,7 @@ def make_spec(p: Any, v: Variant, seed: int, train_images: int, eval_shots: Sequ
         opts["pos_fraction"] = opts["neg_fraction"] = v.fraction
     common = dict(epochs=p.epochs, optimizer=p.optimizer, lr=p.lr, momentum=p.momentum,
                   weight_decay=p.weight_decay, schedule=p.schedule, milestones=list(p.milestones), seed=seed,
-                  device=p.device)
+                  device=p.device, scale=getattr(p, "scale", "smoke"))
     if v.sampler == "episodic":
         w, n, m = v.ways, v.shots, v.queries
         train = TrainConfig(sampler="episodic", batch_size=v.batch_size, ways=w, shots=n, queries=m,

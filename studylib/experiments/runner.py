@@ -1,14 +1,24 @@
 """Run one configuration end to end — data, backbone, method, training, evaluation — through the run store.
 
-A :class:`RunSpec` is everything that determines a result. Its hash names the run's folder, so
-:func:`run_spec` trains only what has not been trained: a finished run is loaded, an interrupted one resumes
-from its checkpoint, and :func:`run_sweep` does this for a list of specs (a sweep killed half-way continues
-where it stopped).
+A :class:`RunSpec` is everything that determines a result. Training and evaluation are cached separately:
+the trained weights live in the run folder named by the hash of the training configuration
+(:meth:`RunSpec.config`: everything but the test protocol), and each evaluation protocol's results in a
+sub-folder ``eval-<hash of RunSpec.eval_config()>`` of it, so a new evaluation protocol reuses the trained
+weights. :func:`run_spec` trains only what has not been trained (an interrupted run resumes from its
+checkpoint) and evaluates only what has not been evaluated; :func:`run_sweep` does this for a list of specs (a
+sweep killed half-way continues where it stopped).
+
+Every parameter, training and evaluation alike, is checked against the data before training starts
+(:func:`check_protocol`); a model whose features are non-finite or all identical (a diverged run) fails
+instead of storing chance accuracies; nothing non-finite is stored as a result.
 """
 
 from __future__ import annotations
 
 import inspect
+import math
+import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
@@ -16,22 +26,74 @@ import torch
 from tqdm.auto import tqdm
 
 from studylib.data import load_dataset
-from studylib.data.base import FewShotDataset, ImageSplit
+from studylib.data.base import DataError, FewShotDataset, ImageSplit
+from studylib.data.samplers import check_episode
 from studylib.methods.base import Method
-from studylib.training.loop import TrainConfig, config_dict, train
-from studylib.training.runstore import Run, RunStore
-from studylib.utils import get_device
+from studylib.training import distributed
+from studylib.training.loop import Diverged, TrainConfig, build_sampler, config_dict, train
+from studylib.training.runstore import WEIGHTS, Run, RunFileError, RunStore, provenance
+from studylib.utils import get_device, kill_point
 
-RUNNER_VERSION = "1"  # bump when a change to the runner alters results, so stale runs are not reused
+# Bump when a change to the runner alters results or the run layout, so stale runs are not reused.
+# 2: training and evaluation cached separately (eval-<hash>/ sub-folders), checksummed files.
+RUNNER_VERSION = "2"
+ACCURACIES = "episode_accuracies.pt"
+
+
+CONTENT_HASHED = ("folder", "memory")  # data sets whose run configuration holds a hash of their content
 
 
 @dataclass
 class DataSpec:
-    """Which data set and how to load it (see :func:`studylib.data.load_dataset`)."""
+    """Which data set and how to load it (see :func:`studylib.data.load_dataset`).
+
+    * A registered data set: ``DataSpec("mini_imagenet", "data/mini-imagenet", {"size": 84})`` (a relative
+      root is taken relative to the repository root).
+    * Your own folder: ``DataSpec("folder", "/my/images", {"split": "random", "size": 84})`` with ``split``
+      ``"given"`` (``root/{train,val,test}/<class>/``), ``"random"`` (``root/<class>/``, seeded class-disjoint
+      split) or ``"alphabet"`` (``root/<superclass>/<class>/``, whole superclasses per split); see
+      :func:`studylib.data.readers.load_image_folder`.
+    * Tensors in memory: ``DataSpec.of(dataset)`` for a :class:`FewShotDataset`, or pass the dataset itself
+      as ``RunSpec(data=dataset)``.
+
+    What enters the run's hash (:meth:`config`): for registered data sets ``(name, root, options)`` as given;
+    for ``folder`` and in-memory data only the SHA-256 of the loaded arrays, labels, class names and split
+    assignment (:meth:`FewShotDataset.content_hash`), so two different data sets never share a run and the
+    same data always does, wherever it lies and however it was loaded.
+    """
 
     name: str = "glyphs"
     root: str | None = None
     options: dict[str, Any] = field(default_factory=dict)  # size, rgb, split, max_classes, rotations, ...
+
+    @classmethod
+    def of(cls, dataset: FewShotDataset) -> "DataSpec":
+        """The spec of an in-memory data set (registered, so :func:`load_dataset` finds it in this process)."""
+        from studylib.data import register_dataset
+        spec = cls("memory", None, {"content": register_dataset(dataset)})
+        spec._dataset = dataset  # type: ignore[attr-defined]  # travels with the spec when pickled
+        return spec
+
+    def load(self) -> FewShotDataset:
+        """The data set (generated, read or from memory); kept in memory by :func:`load_dataset`."""
+        dataset = getattr(self, "_dataset", None)
+        if dataset is not None:  # (re-)register it, e.g. in a worker process the spec was pickled to
+            from studylib.data import register_dataset
+            register_dataset(dataset, digest=self.options.get("content"))
+            return dataset
+        return load_dataset(self.name, self.root, **self.options)
+
+    def config(self) -> dict[str, Any]:
+        """What the run's hash sees of the data (see the class docstring)."""
+        if self.name not in CONTENT_HASHED:
+            return {"name": self.name, "root": self.root, "options": dict(self.options)}
+        digest = self.options.get("content") if self.name == "memory" else None
+        if digest is None:
+            dataset = self.load()
+            digest = dataset.__dict__.get("_content_hash")  # memo: load_dataset returns the same object
+            if digest is None:
+                digest = dataset.__dict__["_content_hash"] = dataset.content_hash()
+        return {"content_sha256": digest}
 
 
 @dataclass
@@ -49,6 +111,46 @@ class EvalSpec:
     val_shots: int = 1
     val_classifier: str = "nearest_centroid"
     seed: int = 0
+    mean_images: int | None = None  # CL2N centre from a fixed subset of this many training images (None: all)
+
+    def check(self) -> None:
+        """Rules that need no data (the notebook parameter is named in brackets)."""
+        from studylib.evaluation import get_classifier
+        if self.ways < 2:
+            raise ValueError(f"evaluation ways (eval_ways) must be >= 2, got {self.ways}: a 1-way episode is always "
+                             f"right")
+        if not self.shots or min(self.shots) < 1:
+            raise ValueError(f"evaluation shots (eval_shots) must be a non-empty list of counts >= 1, got {self.shots}")
+        if self.queries < 1:
+            raise ValueError(f"evaluation queries per class (eval_queries) must be >= 1, got {self.queries}: accuracy "
+                             f"is measured on the queries")
+        if self.episodes < 1:
+            raise ValueError(f"evaluation episodes (eval_episodes) must be >= 1, got {self.episodes}")
+        if not self.classifiers:
+            raise ValueError("no evaluation classifier given (classifiers); e.g. ['nearest_centroid']")
+        for c in self.classifiers:
+            get_classifier(c)
+        if self.val_episodes < 0:
+            raise ValueError(f"val_episodes must be >= 0 (0: no validation), got {self.val_episodes}")
+        if self.val_episodes > 0:
+            if self.val_shots < 1:
+                raise ValueError(f"val_shots must be >= 1, got {self.val_shots}")
+            get_classifier(self.val_classifier)
+
+    def validation_config(self) -> dict[str, Any]:
+        """The part of the protocol training uses (per-epoch validation, early stopping)."""
+        if self.val_episodes <= 0:
+            return {"val_episodes": 0}
+        d = {"ways": self.ways, "queries": self.queries, "cl2n": self.cl2n, "val_episodes": self.val_episodes,
+             "val_shots": self.val_shots, "val_classifier": self.val_classifier, "seed": self.seed}
+        return d if self.mean_images is None else {**d, "mean_images": self.mean_images}
+
+    def test_config(self) -> dict[str, Any]:
+        """The final evaluation's protocol (order-free: every shot count and classifier sees the same episodes)."""
+        d = {"ways": self.ways, "shots": sorted(set(self.shots)), "queries": self.queries,
+             "episodes": self.episodes, "classifiers": sorted(set(self.classifiers)), "cl2n": self.cl2n,
+             "split": self.split, "seed": self.seed}
+        return d if self.mean_images is None else {**d, "mean_images": self.mean_images}
 
 
 @dataclass
@@ -66,14 +168,31 @@ class RunSpec:
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalSpec = field(default_factory=EvalSpec)
 
+    def __post_init__(self) -> None:
+        if isinstance(self.data, FewShotDataset):  # tensors in memory are a data spec too
+            self.data = DataSpec.of(self.data)
+
     def config(self) -> dict[str, Any]:
-        """What the run's hash is computed from."""
+        """What the training run's hash is computed from: everything but the final evaluation's protocol
+        (the validation protocol stays: it is logged during training and drives early stopping)."""
         d = asdict(self)
+        d["data"] = self.data.config()
         d["train"] = config_dict(self.train)
+        d["validation"] = self.eval.validation_config()
         d["runner_version"] = RUNNER_VERSION
-        d["data_version"] = data_version(self.data.name)
+        d["data_version"] = data_version_of(self.data)
         d.pop("name")
+        d.pop("eval")
         return d
+
+    def eval_config(self) -> dict[str, Any]:
+        """What an evaluation's hash (inside the training run's folder) is computed from."""
+        return {**self.eval.test_config(), "runner_version": RUNNER_VERSION}
+
+    def check(self) -> None:
+        """The checks that need no data: :meth:`TrainConfig.check` and :meth:`EvalSpec.check`."""
+        self.train.check()
+        self.eval.check()
 
 
 def data_version(name: str) -> str:
@@ -81,16 +200,31 @@ def data_version(name: str) -> str:
     if name == "glyphs":
         from studylib.data.glyphs import GENERATOR_VERSION
         return f"glyphs-{GENERATOR_VERSION}"
+    if name == "synthfs":
+        from studylib.data.synthfs import GENERATOR_VERSION as SYNTHFS_VERSION
+        return f"synthfs-{SYNTHFS_VERSION}"
+    if name in CONTENT_HASHED:
+        return "content"  # the data's own hash is in the configuration
     return name
+
+
+def data_version_of(data: "DataSpec") -> str:
+    """:func:`data_version`, plus the stand-in writer's version when ``data.root`` is a ``standin:`` folder."""
+    from studylib.data.standins import STANDIN_VERSION, is_standin
+    v = data_version(data.name)
+    return f"{v}+standin-{STANDIN_VERSION}" if is_standin(data.root) else v
 
 
 @dataclass
 class Outcome:
-    """A finished run: its folder, summary, per-step metrics and per-episode accuracies."""
+    """A finished run: its training folder (``run``: weights, metrics), its evaluation (``evaluation``: the
+    ``eval-<hash>`` sub-folder of ``spec.eval``'s protocol), the evaluation's ``result``, per-step metrics and
+    per-episode accuracies."""
 
     spec: RunSpec
     run: Run
     result: dict[str, Any]
+    evaluation: Run | None = None
 
     @property
     def metrics(self) -> list[dict[str, Any]]:
@@ -98,7 +232,7 @@ class Outcome:
 
     def accuracies(self, classifier: str = "nearest_centroid", shots: int = 1) -> torch.Tensor:
         """``[E]`` per-episode accuracies on the evaluation split."""
-        return self.run.load_tensor("episode_accuracies.pt")[f"{classifier}/{shots}"]
+        return (self.evaluation or self.run).load_tensor(ACCURACIES)[f"{classifier}/{shots}"]
 
     def summary(self, classifier: str = "nearest_centroid", shots: int = 1) -> tuple[float, float]:
         r = self.result["test"][f"{classifier}/{shots}"]
@@ -152,6 +286,14 @@ def features_of(method: Method, split: ImageSplit, transform: Callable[[torch.Te
     return extract_features(method.features, split.images, transform, device=device, progress=progress)
 
 
+def mean_subset(split: ImageSplit, images: int | None, seed: int = 0) -> ImageSplit:
+    """``split`` itself, or a fixed seeded subset of ``images`` of its images (the CL2N centre of a cut run)."""
+    if images is None or images >= len(split):
+        return split
+    sub = torch.randperm(len(split), generator=torch.Generator().manual_seed(seed))[:images]
+    return ImageSplit(split.images[sub], split.labels[sub], split.class_names, name=split.name)
+
+
 def make_validator(spec: RunSpec, dataset: FewShotDataset, transform: Callable[[torch.Tensor], torch.Tensor],
                    device: torch.device) -> Callable[[Method, int], dict[str, float]] | None:
     """Few-shot accuracy on the validation split, CL2N with the mean of a fixed subset of training features."""
@@ -159,12 +301,14 @@ def make_validator(spec: RunSpec, dataset: FewShotDataset, transform: Callable[[
     if "val" not in dataset.splits or spec.eval.val_episodes <= 0:
         return None
     val, train_split = dataset["val"], dataset["train"]
-    sub = torch.randperm(len(train_split), generator=torch.Generator().manual_seed(0))[:2000]
+    n_mean = min(2000, spec.eval.mean_images or 2000)
+    sub = torch.randperm(len(train_split), generator=torch.Generator().manual_seed(0))[:n_mean]
     train_sub = ImageSplit(train_split.images[sub], train_split.labels[sub], train_split.class_names,
                            name=train_split.name)
 
     def validate(method: Method, epoch: int) -> dict[str, float]:
         feats = features_of(method, val, transform, device)
+        check_features(feats, f"validation split after epoch {epoch + 1}", spec)
         mean = features_of(method, train_sub, transform, device).mean(0) if spec.eval.cl2n else None
         res = evaluate(feats, val.labels, ways=spec.eval.ways, shots=[spec.eval.val_shots],
                        queries=spec.eval.queries, episodes=spec.eval.val_episodes,
@@ -175,9 +319,75 @@ def make_validator(spec: RunSpec, dataset: FewShotDataset, transform: Callable[[
     return validate
 
 
+def check_features(feats: torch.Tensor, what: str, spec: RunSpec) -> None:
+    """Fail when a model's features cannot be evaluated: non-finite, or all identical (every prediction the
+    same, so every accuracy exactly chance: the mark of a diverged run whose BatchNorm statistics blew up)."""
+    bad = None
+    if not bool(torch.isfinite(feats).all()):
+        bad = "non-finite features"
+    elif feats.shape[0] > 1 and bool((feats == feats[:1]).all()):
+        bad = "identical features for every image (every prediction would be the same)"
+    if bad:
+        raise Diverged(f"the model of run {spec.name} gives {bad} on the {what}: training diverged (lr="
+                       f"{spec.train.lr:g}). Lower lr (or set grad_clip / warmup_steps) and re-run; nothing was "
+                       f"stored as finished")
+
+
+def check_protocol(spec: RunSpec, dataset: FewShotDataset) -> None:
+    """Check every parameter against the data before anything is trained: the training batches, the
+    validation episodes and the final evaluation's episodes (splits, ways vs classes, images per class).
+
+    An episode needs at least one support and one query image per class; a class too small for the request is
+    named with its image count (:func:`studylib.data.samplers.check_episode`).
+
+    Raises:
+        ValueError / DataError: naming the parameter, what the data hold and the fix.
+    """
+    spec.check()
+    if "train" not in dataset.splits:
+        raise DataError(f"data set {dataset.name} has no 'train' split (it has {sorted(dataset.splits)})")
+    build_sampler(spec.train, dataset["train"], labels_needed=False)
+    ev = spec.eval
+    if ev.split not in dataset.splits:
+        raise DataError(f"evaluation split (eval_split) {ev.split!r} does not exist in {dataset.name}; it has "
+                        f"{sorted(dataset.splits)}")
+    if ev.val_episodes > 0 and "val" in dataset.splits:  # in the order the run would meet them
+        val = dataset["val"]
+        check_episode(ev.ways, ev.val_shots, ev.queries, val.class_counts(),
+                      f"validation split {val.name} (ways={ev.ways}, val_shots={ev.val_shots}, queries={ev.queries})",
+                      val.class_names)
+    test = dataset[ev.split]
+    check_episode(ev.ways, max(ev.shots), ev.queries, test.class_counts(),
+                  f"evaluation split {test.name} (eval_ways={ev.ways}, eval_shots up to {max(ev.shots)}, "
+                  f"eval_queries={ev.queries})", test.class_names)
+
+
+def stored_outcome(spec: RunSpec, store: RunStore | None = None) -> Outcome | None:
+    """The finished outcome of ``spec`` in the store (trained and evaluated under its protocol), or None.
+
+    A damaged evaluation is reported (warning) and treated as not done, so the caller evaluates again.
+    """
+    store = store or RunStore()
+    run = store.run(spec.name, spec.config())
+    ev_run = run.child("eval", spec.eval_config())
+    if not ev_run.finished:
+        return None
+    try:
+        ev_run.read_bytes(ACCURACIES)
+        return Outcome(spec, run, ev_run.result(), ev_run)
+    except RunFileError as e:
+        warnings.warn(f"evaluating again: {e}", stacklevel=3)
+        return None
+
+
 def run_spec(spec: RunSpec, store: RunStore | None = None, stop_after: int | None = None,
              progress: bool = True) -> Outcome:
-    """Train and evaluate ``spec``, or load it when its run already finished.
+    """Train and evaluate ``spec``, reusing what the run store already holds.
+
+    The trained weights are reused when the training configuration was trained before (whatever the
+    evaluation protocol); the evaluation is reused when this protocol was evaluated on them. A damaged
+    evaluation result is computed again from the weights (with a warning). Every parameter is checked against
+    the data before training (:func:`check_protocol`).
 
     Args:
         spec: the configuration.
@@ -186,35 +396,71 @@ def run_spec(spec: RunSpec, store: RunStore | None = None, stop_after: int | Non
         progress: show tqdm bars.
     """
     from studylib.evaluation import evaluate
+    spec.check()
     store = store or RunStore()
     run = store.run(spec.name, spec.config())
-    if run.finished:
-        return Outcome(spec, run, run.result())
-    dataset = load_dataset(spec.data.name, spec.data.root, **spec.data.options)
+    ev_run = run.child("eval", spec.eval_config())
+    done = stored_outcome(spec, store)
+    if done is not None:
+        return done
+    dataset = spec.data.load()
+    check_protocol(spec, dataset)
     method, transform = build_parts(spec, dataset)
     device = get_device(spec.train.device)
     spec.train.progress = progress
     validate = make_validator(spec, dataset, transform, device)
     train(method, dataset["train"], spec.train, run, validate=validate, stop_after=stop_after)
+    if not distributed.is_main():  # [dist] under torchrun rank 0 evaluates and writes the result; the others wait
+        distributed.barrier()
+        return Outcome(spec, run, ev_run.result(), ev_run)
+    training = _training_record(run)
 
+    t0 = time.perf_counter()
     test = dataset[spec.eval.split]
     feats = features_of(method, test, transform, device)
-    mean = features_of(method, dataset["train"], transform, device).mean(0) if spec.eval.cl2n else None
+    check_features(feats, f"evaluation split {spec.eval.split}", spec)
+    mean = features_of(method, mean_subset(dataset["train"], spec.eval.mean_images), transform,
+                       device).mean(0) if spec.eval.cl2n else None
     res = evaluate(feats, test.labels, ways=spec.eval.ways, shots=list(spec.eval.shots), queries=spec.eval.queries,
                    episodes=spec.eval.episodes, classifier=list(spec.eval.classifiers), seed=spec.eval.seed,
                    train_mean=mean)
-    run.save_tensor("episode_accuracies.pt", {f"{c}/{s}": r.accuracies.cpu() for (c, s), r in res.items()})
-    run.save_tensor("weights.pt", {k: v.cpu() for k, v in method.state_dict().items()})
+    bad = [f"{c}/{s}" for (c, s), r in res.items() if not (math.isfinite(r.mean) and math.isfinite(r.ci95))]
+    if bad:
+        raise FloatingPointError(f"the evaluation of run {run.path.name} gave non-finite accuracies for {bad}; "
+                                 f"nothing was stored")
+    ev_run.save_tensor(ACCURACIES, {f"{c}/{s}": r.accuracies.cpu() for (c, s), r in res.items()})
+    kill_point("runner.before_result")
     result = {"test": {f"{c}/{s}": {"mean": r.mean, "ci95": r.ci95, "episodes": int(r.accuracies.numel())}
                        for (c, s), r in res.items()},
-              "split": spec.eval.split, "device": str(device)}
-    run.save_result(result)
-    run.checkpoint_path.unlink(missing_ok=True)  # weights.pt holds the final model; the result marks completion
-    return Outcome(spec, run, run.result())  # read back: a fresh and a reused run give the same object
+              "split": spec.eval.split, "train_seconds": training.get("train_seconds"),
+              "eval_seconds": time.perf_counter() - t0, "training_run": run.path.name, **provenance(device)}
+    ev_run.save_result(result)
+    distributed.barrier()  # [dist]
+    return Outcome(spec, run, ev_run.result(), ev_run)  # read back: a fresh and a reused run give the same object
 
 
-def run_sweep(specs: list[RunSpec], store: RunStore | None = None, progress: bool = True) -> list[Outcome]:
-    """Run every spec, reusing finished runs; the outer bar counts runs."""
+def _training_record(run: Run) -> dict[str, Any]:
+    """The training run's ``result.json``; a damaged one is rebuilt (with a warning) when the weights verify."""
+    try:
+        return run.result()
+    except RunFileError as e:
+        run.read_bytes(WEIGHTS)  # raises, naming weights.pt, when the weights themselves are damaged
+        warnings.warn(f"rebuilding the training record: {e}; the weights verify, so the run is kept", stacklevel=3)
+        record = {"kind": "training", "record_rebuilt": True, "train_seconds": None}
+        run.save_result(record)
+        return record
+
+
+def run_sweep(specs: list[RunSpec], store: RunStore | None = None, progress: bool = True,
+              backend: str | None = None) -> list[Outcome]:
+    """Run every spec, reusing finished runs; the outer bar counts runs.
+
+    ``backend``: ``"local"`` (one after another in this process), ``"ray"`` (one Ray task per unfinished run,
+    :mod:`studylib.experiments.sweeps`), or None: ``"ray"`` when ``$STUDYLIB_RAY_ADDRESS`` is set, else local.
+    """
+    from studylib.experiments import sweeps  # [ray]
+    if sweeps.choose_backend(backend) == "ray":  # [ray]
+        return sweeps.run_sweep_ray(specs, store, progress=progress)
     out = []
     for spec in tqdm(specs, desc="runs", disable=not progress or len(specs) < 2):
         out.append(run_spec(spec, store, progress=progress))
@@ -224,7 +470,7 @@ def run_sweep(specs: list[RunSpec], store: RunStore | None = None, progress: boo
 def load_trained(outcome: Outcome) -> tuple[Method, Callable[[torch.Tensor], torch.Tensor], FewShotDataset]:
     """Rebuild a finished run's method with its final weights (for features, figures, OpTA...)."""
     spec = outcome.spec
-    dataset = load_dataset(spec.data.name, spec.data.root, **spec.data.options)
+    dataset = spec.data.load()
     method, transform = build_parts(spec, dataset)
     method.load_state_dict(outcome.run.load_tensor("weights.pt"))
     method.eval()

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from studylib.config import param
+from studylib.experiments.common import check_data_params
 from studylib.experiments.runner import DataSpec, Outcome, RunSpec, run_sweep
 from studylib.experiments.spe_common import eval_spec_stub, few_shot_accuracies, method_parts
 from studylib.training.loop import OPTIMIZERS, TrainConfig
@@ -94,9 +95,7 @@ class Params:
     device: str = param("auto", help="'auto' (CUDA when present), 'cpu' or 'cuda'")
 
     def check(self) -> None:
-        if self.data == "omniglot" and not self.data_root:
-            raise ValueError("data='omniglot' is read from a folder: pass data_root (papermill -p data_root "
-                             "/path/to/omniglot), or use data='glyphs'")
+        check_data_params(self.data, self.data_root, self.split)
         if self.replications < 1 or not self.fig4_samples or not self.fig4_samplers:
             raise ValueError("Fig. 4 needs replications >= 1 and at least one sampler and one sample count")
         if min(self.fig4_samples) < 1 or self.table_samples < 1:
@@ -136,7 +135,7 @@ def make_spec(p: Params, kind: str, dim: int, sampler: str = "intersection", sam
         train=TrainConfig(epochs=p.epochs, sampler="episodic", ways=p.train_ways, shots=shots,
                           queries=p.train_queries, batches_per_epoch=p.batches_per_epoch, optimizer=p.optimizer,
                           lr=p.lr, weight_decay=0.0, schedule="step", milestones=_milestones(p), gamma=0.5,
-                          seed=seed, device=p.device, patience=p.patience),
+                          seed=seed, device=p.device, patience=p.patience, scale=p.scale),
         eval=eval_spec_stub(5, 1, p.eval_queries, val_episodes=p.val_episodes, episodes=50, seed=0))
 
 

@@ -142,7 +142,7 @@ def spec_from_params(p: Params) -> RunSpec:
         train=TrainConfig(epochs=p.epochs, sampler="episodic", ways=WAYS, shots=p.shots, queries=p.queries,
                           batches_per_epoch=p.batches_per_epoch, optimizer=p.optimizer, lr=p.lr,
                           weight_decay=p.weight_decay, schedule=p.schedule, seed=p.seed, device=p.device,
-                          patience=p.patience),
+                          patience=p.patience, scale=p.scale),
         eval=eval_spec_stub(WAYS, p.shots, p.eval_queries, val_episodes=p.val_episodes if p.val_per_class else 0,
                             episodes=50, seed=p.seed))
 

@@ -6,17 +6,31 @@ schedule, a tqdm bar with the loss and images/s, periodic validation, checkpoint
 
 Exact resume. Batches are a pure function of ``(seed, epoch)`` (see :mod:`studylib.data.samplers`), and a
 checkpoint stores the model, optimiser, schedule, the global RNG states (CPU, CUDA, NumPy, Python) and the
-position (epoch, step inside it). A run killed at any point restarts from its last checkpoint, regenerates
-that epoch's batches, skips those already done and continues; on the CPU its final weights equal those of an
-uninterrupted run bit for bit (tested in ``tests/training/test_resume.py``).
+position (epoch, step inside it, the epoch's partial loss sums). A run killed at any point restarts from its
+last checkpoint (or the one before, when the last is damaged), regenerates that epoch's batches, skips those
+already done and continues; on the CPU its final weights and its metrics equal those of an uninterrupted run bit
+for bit (tested in ``tests/training/test_resume.py``). The metrics log is written before the checkpoint that
+refers to it. A checkpoint records the settings exact resume depends on (:func:`exactness_settings`: torch
+and NumPy versions, device, CPU threads and instruction set); resuming under others is refused unless
+``STUDYLIB_ALLOW_INEXACT_RESUME=1``, which resumes with a warning and records it in ``result.json``.
+
+Divergence (a non-finite or exploding loss, a non-finite parameter or buffer) stops the run with
+:class:`Diverged` naming the step and the learning rate; nothing is stored as finished. TensorBoard scalars go
+to ``<run>/tb/`` when the ``tensorboard`` package is installed.
+
+Under torchrun the same loop trains data-parallel (:mod:`studylib.training.distributed`; the lines marked
+``[dist]``); in one process those lines change nothing.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import os
 import random
 import sys
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
@@ -28,13 +42,18 @@ from studylib.data.base import ImageSplit
 from studylib.data.samplers import (Batch, EpisodicSampler, FixedCompositionSampler, ReplacementSampler,
                                     ShuffledSampler)
 from studylib.methods.base import Method
-from studylib.training.runstore import Run
-from studylib.utils import get_device
+from studylib.training import distributed
+from studylib.training.runstore import CHECKPOINT, PREVIOUS, TENSORBOARD, WEIGHTS, Run, provenance
+from studylib.utils import DiskFullError, get_device, kill_point
 
 SAMPLERS = ("episodic", "shuffled", "replacement", "fixed")
 BEST = "best.pt"  # early stopping's best validation weights, in the run folder
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SCHEDULES = ("step", "cosine", "constant")
+DIVERGENCE_FACTOR = 1e4  # a loss above this many times max(|first loss|, 1) has diverged
+STATE_CHECK_EVERY = 50  # optimiser steps between checks that every parameter and buffer is finite
+ETA_STEPS = 5  # paper scale: steps timed (after one warm-up step) for the wall-time estimate
+ALLOW_INEXACT_RESUME = "STUDYLIB_ALLOW_INEXACT_RESUME"  # =1: resume a checkpoint under other settings
 
 
 @dataclass
@@ -48,6 +67,12 @@ class TrainConfig:
     ``milestones`` are fractions of the total number of steps (seed 000: x0.1 at 70%).
     ``patience`` turns on early stopping (seed 002, Appendix A): training stops after that many validations
     without a new best ``val_acc`` and ends with the best validation weights. It needs a ``validate`` callback.
+    ``max_steps`` ends training after that many optimiser steps (the check scale's cut of a paper
+    configuration); the schedule then spans those steps, and the epoch in progress is closed as usual.
+    On CUDA the loop also turns on ``cudnn.benchmark`` and the fused SGD kernel; ``compile`` compiles the
+    backbone with ``torch.compile`` (``nn.Module.compile``: state-dict keys unchanged). None of these change the
+    mathematics, only the kernels, so like the device and thread count they are not part of a run's hash.
+    ``benchmarks/bench_train.py`` measures them against an official-style pipeline.
     """
 
     epochs: int = 10
@@ -73,9 +98,13 @@ class TrainConfig:
     checkpoint_every: int = 100
     val_every: int = 1
     patience: int | None = None
+    max_steps: int | None = None
     seed: int = 0
     device: str = "auto"
     progress: bool = True
+    log_every: int | None = None
+    scale: str = "smoke"
+    compile: bool = False
 
     def check(self) -> None:
         for name, value, allowed in (("sampler", self.sampler, SAMPLERS), ("optimizer", self.optimizer, OPTIMIZERS),
@@ -84,8 +113,16 @@ class TrainConfig:
                 raise ValueError(f"{name}={value!r} is not known; allowed: {', '.join(allowed)}")
         if self.epochs < 1:
             raise ValueError(f"epochs must be >= 1, got {self.epochs}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1 (or None for the whole schedule), got {self.max_steps}")
         if self.patience is not None and self.patience < 1:
             raise ValueError(f"patience must be >= 1 validations (or None for no early stopping), got {self.patience}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be a positive finite number, got {self.lr}")
+        for name in ("checkpoint_every", "val_every", "log_every"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
 
     @property
     def images_per_batch(self) -> int:
@@ -121,9 +158,12 @@ def build_sampler(cfg: TrainConfig, split: ImageSplit, labels_needed: bool) -> S
 
 
 def build_optimizer(cfg: TrainConfig, params: Any) -> torch.optim.Optimizer:
+    """The optimiser ``cfg`` names; SGD uses its fused kernel when every parameter lives on CUDA."""
+    params = list(params)
     if cfg.optimizer == "sgd":
+        fused = bool(params) and all(p.is_cuda for p in params)
         return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
-                               nesterov=cfg.nesterov and cfg.momentum > 0)
+                               nesterov=cfg.nesterov and cfg.momentum > 0, fused=fused or None)
     cls = torch.optim.Adam if cfg.optimizer == "adam" else torch.optim.AdamW
     return cls(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
 
@@ -161,14 +201,60 @@ def _set_rng_state(state: dict[str, Any], device: torch.device) -> None:
         torch.cuda.set_rng_state(state["cuda"], device)
 
 
+def exactness_settings(device: torch.device) -> dict[str, Any]:
+    """What bit-exact resume depends on besides the checkpoint: library versions, device, and on the CPU the
+    thread count and the instruction set torch dispatches to (they change reduction orders)."""
+    settings: dict[str, Any] = {"torch": str(torch.__version__), "numpy": np.__version__, "device_type": device.type}
+    if device.type == "cuda":
+        settings.update(gpu=torch.cuda.get_device_name(device), cuda=torch.version.cuda)
+    else:
+        settings.update(threads=torch.get_num_threads(), cpu_capability=torch.backends.cpu.get_cpu_capability())
+    return settings
+
+
 class Interrupted(RuntimeError):
     """Raised by the ``stop_after`` test hook to simulate a kill between two steps."""
+
+
+class Diverged(FloatingPointError):
+    """Training diverged (non-finite or exploding loss, non-finite weights); the message names the step and lr."""
+
+
+class ResumeMismatch(RuntimeError):
+    """A checkpoint would be resumed under settings that break exact resume (see :func:`exactness_settings`)."""
+
+
+@dataclass
+class _Position:
+    """The loop's state besides the modules: saved in every checkpoint."""
+
+    epoch: int = 0
+    step_in_epoch: int = 0
+    global_step: int = 0
+    loss_sum: float = 0.0  # sum of loss x images over the steps of the current epoch so far
+    n_sum: int = 0  # images of the current epoch so far
+    loss0: float | None = None  # the run's first loss: the divergence bound's reference
+    best: float = -math.inf  # early stopping (cfg.patience)
+    since_best: int = 0
+    stopped: bool = False
+    seconds: float = 0.0  # training wall time of earlier processes (up to their last checkpoint)
+    inexact: list[dict[str, Any]] = field(default_factory=list)  # resumes allowed despite other settings
 
 
 def train(method: Method, train_split: ImageSplit, cfg: TrainConfig, run: Run,
           validate: Callable[[Method, int], dict[str, float]] | None = None,
           stop_after: int | None = None) -> Method:
     """Train ``method`` on ``train_split``, resuming from ``run``'s checkpoint when there is one.
+
+    A finished run (``run.finished``) is not trained again: its final weights are loaded into ``method``.
+    At the end the loop writes ``weights.pt`` and the training record ``result.json`` (provenance, wall time)
+    and deletes the checkpoints. A failure before the first checkpoint removes the run folder it created.
+
+    Guards: the loss must stay finite and within :data:`DIVERGENCE_FACTOR` times its first value, and every
+    floating-point parameter and buffer finite (checked every :data:`STATE_CHECK_EVERY` steps and before
+    every checkpoint), else :class:`Diverged` names the step and the learning rate. The per-step values are
+    read from the device every ``cfg.log_every`` steps (one transfer, no per-step sync on the GPU), so the
+    loss guard fires at most that many steps late, naming the exact step.
 
     Args:
         method: the objective and its trainable modules.
@@ -181,9 +267,18 @@ def train(method: Method, train_split: ImageSplit, cfg: TrainConfig, run: Run,
             right after (possibly) checkpointing, to simulate a kill.
 
     Returns:
-        The trained method (also left in ``run``'s checkpoint).
+        The trained method (in eval mode).
+
+    Raises:
+        Diverged: see above. ResumeMismatch: the checkpoint was written under other
+        :func:`exactness_settings` and ``STUDYLIB_ALLOW_INEXACT_RESUME`` is not set.
+        DiskFullError: the disk filled up at a checkpoint (the message says what is still on disk).
     """
     cfg.check()
+    if cfg.patience is not None and validate is None:
+        raise ValueError("early stopping (patience) needs validation: the run has no validation split or "
+                         "val_episodes = 0")
+    run = distributed.rank_view(run)  # [dist] under torchrun only rank 0 writes the run store
     device = get_device(cfg.device)
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
@@ -193,100 +288,300 @@ def train(method: Method, train_split: ImageSplit, cfg: TrainConfig, run: Run,
     on_gpu = device.type == "cuda"
     if on_gpu and cfg.channels_last:
         method.to(memory_format=torch.channels_last)
+    if on_gpu:
+        torch.backends.cudnn.benchmark = True  # fixed input shapes: pick the fastest convolution once
+    if cfg.compile and hasattr(method, "backbone"):
+        method.backbone.compile()
+    if run.finished:
+        method.load_state_dict(run.load_tensor(WEIGHTS))
+        method.eval()
+        return method
+    created = not run.exists
+    run.open()
+    try:
+        return _train(method, train_split, cfg, run, validate, stop_after, sampler, device)
+    except BaseException:
+        if created and run.status == "empty":  # nothing to resume: leave no folder behind
+            run.remove()
+        raise
+
+
+def _train(method: Method, train_split: ImageSplit, cfg: TrainConfig, run: Run,
+           validate: Callable[[Method, int], dict[str, float]] | None, stop_after: int | None,
+           sampler: Any, device: torch.device) -> Method:
+    on_gpu = device.type == "cuda"
     images = train_split.images.to(device)
     optimizer = build_optimizer(cfg, [p for p in method.parameters() if p.requires_grad])
     steps_per_epoch = len(sampler)
-    total = cfg.epochs * steps_per_epoch
-
-    if cfg.patience is not None and validate is None:
-        raise ValueError("early stopping (patience) needs validation: the run has no validation split or "
-                         "val_episodes = 0")
-    epoch, step_in_epoch, global_step = 0, 0, 0
-    best, since_best, stopped = -math.inf, 0, False  # early stopping (cfg.patience)
+    total = cfg.epochs * steps_per_epoch if cfg.max_steps is None else min(cfg.max_steps, cfg.epochs * steps_per_epoch)
+    settings = exactness_settings(device)
+    pos = _Position()
     state = run.load_checkpoint(map_location=device)
     if state is not None:
+        _check_settings(state.get("settings"), settings, run, pos, int(state["global_step"]))
         method.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
-        epoch, step_in_epoch, global_step = int(state["epoch"]), int(state["step_in_epoch"]), int(state["global_step"])
+        pos.epoch, pos.step_in_epoch, pos.global_step = (int(state["epoch"]), int(state["step_in_epoch"]),
+                                                         int(state["global_step"]))
         if "early" in state:
-            best, since_best, stopped = float(state["early"][0]), int(state["early"][1]), bool(state["early"][2])
+            pos.best, pos.since_best, pos.stopped = (float(state["early"][0]), int(state["early"][1]),
+                                                     bool(state["early"][2]))
+        sums = state.get("epoch_sums", [0.0, 0])  # absent only in checkpoints resumed inexactly anyway
+        pos.loss_sum, pos.n_sum = float(sums[0]), int(sums[1])
+        pos.loss0 = state.get("loss0")
+        pos.seconds = float(state.get("seconds", 0.0))
+        pos.inexact = list(state.get("inexact", [])) + pos.inexact
         _set_rng_state(state["rng"], device)
-        run.set_metrics([r for r in run.metrics if r.get("step", 0) <= global_step])
+        run.set_metrics([r for r in run.metrics if r.get("step", 0) <= pos.global_step])
     else:
         run.set_metrics([])
+    loss_of = distributed.prepare(method, device)  # [dist] method.loss, or DDP over sharded backbones
+    saved_step = pos.global_step if state is not None else None
+    t_start = time.perf_counter()
+    log_every = cfg.log_every or (1 if device.type == "cpu" else 50)
+    tb = _tensorboard(run, pos.global_step) if distributed.is_main() else None  # [dist]
+    bar = tqdm(total=total, initial=pos.global_step, disable=not cfg.progress or not distributed.is_main(),
+               desc=run.path.name,
+               dynamic_ncols=True, file=sys.stdout, mininterval=1.0)
+    # Per-step values stay on the device until drain() reads a block of them in one transfer.
+    pending: list[tuple[dict[str, Any], torch.Tensor, dict[str, Any], int]] = []
+    block = {"t": time.perf_counter(), "images": 0}
+    checked_step = pos.global_step  # the last step at which the parameters were known finite
+
+    def fail(step: int, epoch: int, what: str) -> Diverged:
+        lr_now = cfg.lr * lr_factor(cfg, max(step - 1, 0), total)
+        return Diverged(f"training diverged at step {step} (epoch {epoch}) with learning rate {lr_now:.3g} (lr="
+                        f"{cfg.lr:g}): {what}. Lower lr (or set grad_clip / warmup_steps) and re-run; nothing was "
+                        f"stored as finished")
+
+    def drain() -> None:
+        if not pending:
+            return
+        tensors = [t for _, loss, logs, _ in pending for t in (loss, *(v for v in logs.values() if torch.is_tensor(v)))]
+        values = iter(torch.stack([t.detach().reshape(()).double() for t in tensors]).tolist())  # one sync
+        rows = list(pending)
+        pending.clear()
+        for row, _, logs, n in rows:
+            loss = row["loss"] = next(values)
+            row.update({k: next(values) if torch.is_tensor(v) else float(v) for k, v in logs.items()})
+            if not math.isfinite(loss):
+                raise fail(row["step"], row["epoch"], f"the loss became {loss}")
+            if pos.loss0 is None:
+                pos.loss0 = loss
+            elif abs(loss) > DIVERGENCE_FACTOR * max(abs(pos.loss0), 1.0):
+                raise fail(row["step"], row["epoch"], f"the loss reached {loss:.3g}, more than "
+                                                      f"{DIVERGENCE_FACTOR:g} x its start ({pos.loss0:.3g})")
+            pos.loss_sum += loss * n
+            pos.n_sum += n
+            run.log(row)
+            if tb is not None:
+                tb.add_scalar("train/loss", loss, row["step"])
+                tb.add_scalar("train/lr", row["lr"], row["step"])
+        now = time.perf_counter()
+        rate = block["images"] / max(now - block["t"], 1e-9)
+        block.update(t=now, images=0)
+        if tb is not None:
+            tb.add_scalar("train/img_per_s", rate, rows[-1][0]["step"])
+        bar.set_postfix(loss=f"{rows[-1][0]['loss']:.3f}", img_s=f"{rate:.0f}", refresh=False)
+
+    def check_state() -> None:
+        nonlocal checked_step
+        named = [(n, t) for n, t in (*method.named_parameters(), *method.named_buffers()) if t.is_floating_point()]
+        if named:
+            finite = torch.stack([torch.isfinite(t).all() for _, t in named]).cpu()
+            if not bool(finite.all()):
+                bad = [n for (n, _), ok in zip(named, finite.tolist()) if not ok]
+                raise fail(pos.global_step, pos.epoch, f"{', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''} "
+                                                       f"became non-finite between steps {checked_step} and "
+                                                       f"{pos.global_step}")
+        checked_step = pos.global_step
 
     def checkpoint() -> None:
-        state = {"model": method.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
-                 "step_in_epoch": step_in_epoch, "global_step": global_step, "rng": _rng_state(device)}
+        nonlocal saved_step
+        drain()
+        check_state()
+        state = {"model": method.state_dict(), "optimizer": optimizer.state_dict(), "epoch": pos.epoch,
+                 "step_in_epoch": pos.step_in_epoch, "global_step": pos.global_step, "rng": _rng_state(device),
+                 "epoch_sums": [pos.loss_sum, pos.n_sum], "loss0": pos.loss0,
+                 "seconds": pos.seconds + time.perf_counter() - t_start, "settings": settings,
+                 "inexact": pos.inexact}
         if cfg.patience is not None:
-            state["early"] = [best, since_best, stopped]
-        run.save_checkpoint(state)
-        run.flush()
+            state["early"] = [pos.best, pos.since_best, pos.stopped]
+        try:
+            run.flush()  # the metrics first: a kill between the two leaves rows the next resume rewrites
+            kill_point("loop.after_metrics")
+            run.save_checkpoint(state)
+        except DiskFullError as e:
+            kept = (f"{run.path} still holds the checkpoint of step {saved_step} and the metrics up to it; after "
+                    f"freeing space, re-running resumes from step {saved_step}" if saved_step is not None else
+                    f"this run had no checkpoint yet; re-running starts it again")
+            raise DiskFullError(e.errno, f"{e.strerror}. Nothing was lost: {kept}", e.filename) from e
+        saved_step = pos.global_step
 
     calls = 0
-    bar = tqdm(total=total, initial=global_step, disable=not cfg.progress, desc=run.path.name,
-               dynamic_ncols=True, file=sys.stdout, mininterval=1.0)
+    eta_t0 = None
     use_amp = cfg.amp and on_gpu
-    while epoch < cfg.epochs and not stopped:
-        method.train()
-        batches = sampler.epoch(epoch)
-        loss_sum, n_sum, t0 = 0.0, 0, time.perf_counter()
-        for batch in batches[step_in_epoch:]:
-            for group in optimizer.param_groups:
-                group["lr"] = cfg.lr * lr_factor(cfg, global_step, total)
-            x = images[batch.indices.to(device)]
-            batch = _to_device(batch, device)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_amp):
-                loss, logs = method.loss(x, batch)
-            if not torch.isfinite(loss):
-                raise FloatingPointError(f"loss became {loss.item()} at step {global_step} (epoch {epoch}); lower "
-                                         f"the learning rate ({cfg.lr}) or check the data")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.grad_clip:
-                torch.nn.utils.clip_grad_norm_(method.parameters(), cfg.grad_clip)
-            optimizer.step()
-            method.on_step_end(global_step, total)
-            global_step += 1
-            step_in_epoch += 1
-            calls += 1
-            loss_value = float(loss.detach())  # one device sync per step, for the log and the bar
-            loss_sum += loss_value * len(batch)
-            n_sum += len(batch)
-            rate = n_sum / max(time.perf_counter() - t0, 1e-9)
-            row = {"step": global_step, "epoch": epoch, "loss": loss_value,
-                   "lr": optimizer.param_groups[0]["lr"], **{k: float(v) for k, v in logs.items()}}
-            run.log(row)
-            bar.update(1)
-            bar.set_postfix(loss=f"{row['loss']:.3f}", img_s=f"{rate:.0f}", refresh=False)
-            if global_step % cfg.checkpoint_every == 0 and step_in_epoch < steps_per_epoch:
-                checkpoint()
-            if stop_after is not None and calls >= stop_after:
-                bar.close()
-                raise Interrupted(f"stopped after {calls} steps (test hook)")
-        extra = method.on_epoch_end(epoch) or {}
-        epoch_row: dict[str, Any] = {"step": global_step, "epoch": epoch, "train_loss": loss_sum / max(n_sum, 1),
-                                     **extra}
-        if validate is not None and ((epoch + 1) % cfg.val_every == 0 or epoch + 1 == cfg.epochs):
-            method.eval()
-            epoch_row.update(validate(method, epoch))
-            if cfg.patience is not None:
-                if epoch_row["val_acc"] > best:
-                    best, since_best = float(epoch_row["val_acc"]), 0
-                    run.save_tensor(BEST, {k: v.detach().cpu() for k, v in method.state_dict().items()})
-                else:
-                    since_best += 1
-                    stopped = since_best >= cfg.patience
-                epoch_row.update(best_val_acc=best, early_stop=stopped)
-        run.log(epoch_row)
-        epoch += 1
-        step_in_epoch = 0
-        checkpoint()
-    bar.close()
+    if cfg.scale == "paper":
+        print(f"{run.path.name}: paper scale, {total - pos.global_step} training steps on {device} "
+              f"({_device_name(device)}); estimating the wall time from the first {ETA_STEPS} steps", flush=True)
+    try:
+        while pos.epoch < cfg.epochs and not pos.stopped:
+            method.train()
+            batches = sampler.epoch(pos.epoch)
+            for batch in batches[pos.step_in_epoch:]:
+                for group in optimizer.param_groups:
+                    group["lr"] = cfg.lr * lr_factor(cfg, pos.global_step, total)
+                try:
+                    x = images[batch.indices.to(device)]
+                    batch = _to_device(batch, device)
+                    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_amp):
+                        loss, logs = loss_of(x, batch)
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    if cfg.grad_clip:
+                        torch.nn.utils.clip_grad_norm_(method.parameters(), cfg.grad_clip)
+                    optimizer.step()
+                    method.on_step_end(pos.global_step, total)
+                except Exception:
+                    drain()  # a loss gone bad a few steps ago is the real cause: report it (with its step)
+                    raise
+                pos.global_step += 1
+                pos.step_in_epoch += 1
+                calls += 1
+                pending.append(({"step": pos.global_step, "epoch": pos.epoch, "loss": None,
+                                 "lr": optimizer.param_groups[0]["lr"]}, loss.detach(), logs, len(batch)))
+                block["images"] += len(batch)
+                bar.update(1)
+                if len(pending) >= log_every:
+                    drain()
+                if pos.global_step % STATE_CHECK_EVERY == 0:
+                    check_state()
+                if cfg.scale == "paper" and calls in (1, 1 + ETA_STEPS):
+                    eta_t0 = _announce_eta(eta_t0, device, total - pos.global_step, run)
+                if pos.global_step % cfg.checkpoint_every == 0 and pos.step_in_epoch < steps_per_epoch:
+                    checkpoint()
+                if stop_after is not None and calls >= stop_after:
+                    raise Interrupted(f"stopped after {calls} steps (test hook)")
+                if pos.global_step >= total:
+                    break
+            drain()
+            extra = method.on_epoch_end(pos.epoch) or {}
+            epoch_row: dict[str, Any] = {"step": pos.global_step, "epoch": pos.epoch,
+                                         "train_loss": pos.loss_sum / max(pos.n_sum, 1), **extra}
+            last = pos.epoch + 1 == cfg.epochs or pos.global_step >= total
+            if validate is not None and ((pos.epoch + 1) % cfg.val_every == 0 or last):
+                method.eval()
+                epoch_row.update(distributed.main_only(validate, method, pos.epoch))  # [dist] rank 0 validates
+                if cfg.patience is not None:
+                    if epoch_row["val_acc"] > pos.best:
+                        pos.best, pos.since_best = float(epoch_row["val_acc"]), 0
+                        run.save_tensor(BEST, {k: v.detach().cpu() for k, v in method.state_dict().items()})
+                    else:
+                        pos.since_best += 1
+                        pos.stopped = pos.since_best >= cfg.patience
+                    epoch_row.update(best_val_acc=pos.best, early_stop=pos.stopped)
+            run.log(epoch_row)
+            if tb is not None:
+                for k, v in epoch_row.items():
+                    if k not in ("step", "epoch") and isinstance(v, (int, float)) and not isinstance(v, bool):
+                        tb.add_scalar(f"epoch/{k}", v, pos.global_step)
+            pos.epoch += 1
+            pos.step_in_epoch = 0
+            pos.loss_sum, pos.n_sum = 0.0, 0
+            checkpoint()
+            if pos.global_step >= total:
+                break
+    finally:
+        bar.close()
+        if tb is not None:
+            tb.close()
     if cfg.patience is not None and run.has(BEST):
         method.load_state_dict(run.load_tensor(BEST))  # end with the best validation weights
+    check_state()
     method.eval()
+    run.save_tensor(WEIGHTS, {k: v.detach().cpu() for k, v in method.state_dict().items()})
+    kill_point("loop.after_weights")
+    last = next((r for r in reversed(run.metrics) if "train_loss" in r), {})
+    run.save_result({"kind": "training", "steps": pos.global_step, "epochs": pos.epoch,
+                     "early_stopped": pos.stopped, "final_train_loss": last.get("train_loss"),
+                     "train_seconds": pos.seconds + time.perf_counter() - t_start, "inexact_resumes": pos.inexact,
+                     **provenance(device)})
+    run.discard_checkpoints()  # weights.pt holds the final model; result.json marks the training finished
+    distributed.release(method)  # [dist]
+    distributed.barrier()  # [dist] rank 0's last writes are visible to every rank
     return method
+
+
+def _check_settings(saved: dict[str, Any] | None, now: dict[str, Any], run: Run, pos: _Position, step: int) -> None:
+    """Refuse (or, with ``STUDYLIB_ALLOW_INEXACT_RESUME=1``, warn and record) a resume under other settings."""
+    saved = saved or {}
+    diff = [f"{k} {saved.get(k)!r} at the checkpoint, {v!r} now" for k, v in now.items() if saved.get(k) != v]
+    if not diff:
+        return
+    text = "; ".join(diff)
+    if os.environ.get(ALLOW_INEXACT_RESUME, "").strip().lower() not in ("", "0", "false", "no"):
+        warnings.warn(f"resuming {run.path.name} at step {step} under other settings ({text}): the result will not "
+                      f"be bit-identical to an uninterrupted run ({ALLOW_INEXACT_RESUME} is set; recorded in "
+                      f"result.json as inexact_resumes)", stacklevel=3)
+        pos.inexact.append({"step": step, "differences": text})
+        return
+    hint = (f" (torch.set_num_threads({saved['threads']}) or OMP_NUM_THREADS={saved['threads']})"
+            if "threads" in saved and saved.get("threads") != now.get("threads") else "")
+    raise ResumeMismatch(f"the checkpoint of {run.path} (step {step}) was written under other settings: {text}. "
+                         f"Resuming would not reproduce an uninterrupted run exactly. Restore them{hint}, or set "
+                         f"{ALLOW_INEXACT_RESUME}=1 to resume anyway (recorded in result.json), or delete the "
+                         f"checkpoints to train from the start: rm -f '{run.path / CHECKPOINT}' "
+                         f"'{run.path / PREVIOUS}'")
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{torch.get_num_threads()} CPU threads"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def _announce_eta(t0: float | None, device: torch.device, remaining: int, run: Run) -> float | None:
+    """Paper scale: time :data:`ETA_STEPS` steps after the first (warm-up) one, print the estimated wall time,
+    and warn loudly when the run is on the CPU."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    now = time.perf_counter()
+    if t0 is None:
+        return now
+    per_step = (now - t0) / ETA_STEPS
+    estimate = per_step * remaining
+    print(f"{run.path.name}: {per_step:.3f} s per step on {device} ({_device_name(device)}); the remaining "
+          f"{remaining} steps take about {_duration(estimate)} (training only)", flush=True)
+    if device.type == "cpu":
+        warnings.warn(f"PAPER-SCALE RUN ON THE CPU: {run.path.name} will take about {estimate / 86400:.1f} days "
+                      f"({remaining} steps x {per_step:.2f} s); no CUDA device was found. Run it on a GPU (device "
+                      f"'cuda') or use the smoke scale", RuntimeWarning, stacklevel=3)
+    return None
+
+
+def _tensorboard(run: Run, step: int) -> Any:
+    """A TensorBoard writer on ``<run>/tb`` when the ``tensorboard`` package is installed (and
+    ``STUDYLIB_TENSORBOARD`` is not 0); None otherwise. A run resumed after ``step`` purges the events after
+    it (the killed process may have written some; the resumed run writes them again)."""
+    if os.environ.get("STUDYLIB_TENSORBOARD", "1").strip().lower() in ("0", "false", "no"):
+        return None
+    if importlib.util.find_spec("tensorboard") is None:
+        return None
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except Exception:  # an incompatible tensorboard: training goes on without it
+        return None
+    return SummaryWriter(str(run.path / TENSORBOARD), purge_step=step + 1 if step > 0 else None)
 
 
 def _to_device(batch: Batch, device: torch.device) -> Batch:
@@ -297,10 +592,11 @@ def _to_device(batch: Batch, device: torch.device) -> Batch:
 
 
 def config_dict(cfg: TrainConfig) -> dict[str, Any]:
-    """The fields that change what a run computes (the progress flag does not)."""
+    """The fields that change what a run computes (progress, checkpoint_every, log_every and scale do not)."""
     d = asdict(cfg)
-    d.pop("progress")
-    d.pop("checkpoint_every")
-    if d["patience"] is None:  # added later: leaving it out when off keeps the hashes of earlier runs
-        d.pop("patience")
+    for name in ("progress", "checkpoint_every", "log_every", "scale", "compile"):
+        d.pop(name)
+    for key in ("patience", "max_steps"):  # added later: leaving them out when off keeps earlier runs' hashes
+        if d[key] is None:
+            d.pop(key)
     return d

@@ -1,113 +1,404 @@
 """The run store: one folder per training run, keyed by a hash of its configuration.
 
-Layout of ``<root>/<name>-<hash>/``::
+Layout of ``<root>/<name>-<hash>/`` (the hash covers the training configuration only)::
 
-    config.json      the full configuration the hash was computed from
-    metrics.jsonl    one JSON object per logged event (rewritten atomically)
-    checkpoint.pt    the latest checkpoint (model, optimiser, schedule, RNG states, position)
-    result.json      written last, atomically: its presence marks the run finished
-    *.pt / *.json    anything else the run saves (per-episode accuracies, memory snapshots)
+    config.json          the configuration the hash was computed from
+    metrics.jsonl        one JSON object per logged event (rewritten atomically)
+    checkpoint.pt        the latest checkpoint (model, optimiser, schedule, RNG states, position, partial sums)
+    checkpoint.prev.pt   the one before it: the fallback when the latest is damaged
+    weights.pt           the final weights (the checkpoints are deleted once it and result.json exist)
+    result.json          the training record, written last: its presence marks the training finished
+    eval-<hash>/         one folder per evaluation protocol (its own config.json, result.json, accuracies)
+    tb/                  TensorBoard scalars, when the ``tensorboard`` package is installed
+    *.pt / *.json        anything else the run saves (snapshots, cached derived results)
 
-Re-running a notebook with the same parameters finds ``result.json`` and reuses the run; a run killed before
-it finished finds ``checkpoint.pt`` and resumes.
+Every file is written atomically (temporary file + ``os.replace``) with the mode a plain ``open`` gives
+(the umask is respected), and with a SHA-256 checksum in a hidden sidecar ``.<file>.sha256`` that is checked
+on every load: a damaged file raises :class:`RunFileError`, which names the file and the command that clears
+it, unless the caller can heal (an older checkpoint, a re-evaluation). The sidecar is written before the file
+is replaced and lists the new digest followed by the previous ones, so a kill between the two steps leaves
+a file that still verifies.
+
+Looking a run up (:meth:`RunStore.run`) writes nothing; :meth:`Run.open`, the one place a run folder is
+created, makes it when training starts (and removes the temporary files of killed writers).
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
+import os
+import platform
+import shutil
+import subprocess
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from studylib.utils import atomic_torch_save, atomic_write_json, atomic_write_text, config_hash, default_cache_dir
+from studylib.utils import (atomic_write_bytes, config_hash, default_cache_dir, json_text, kill_point,
+                            remove_stale_temp_files, torch_bytes)
+
+CONFIG = "config.json"
+METRICS = "metrics.jsonl"
+CHECKPOINT = "checkpoint.pt"
+PREVIOUS = "checkpoint.prev.pt"
+RESULT = "result.json"
+WEIGHTS = "weights.pt"
+TENSORBOARD = "tb"
+_DIGESTS_KEPT = 3  # digests a sidecar lists: the new one and those of the content it may still replace
+
+
+class RunFileError(RuntimeError):
+    """A run-store file is damaged (checksum mismatch, truncated, unparsable); the message names it and the fix."""
+
+    def __init__(self, path: Path, problem: str, fix: str) -> None:
+        super().__init__(f"{path}: {problem}. {fix}" if fix else f"{path}: {problem}")
+        self.path, self.problem, self.fix = path, problem, fix
+
+
+def _sidecar(path: Path) -> Path:
+    return path.with_name(f".{path.name}.sha256")
+
+
+def _digests(path: Path) -> list[str]:
+    try:
+        return [line.strip() for line in _sidecar(path).read_text().splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError):
+        return []
+
+
+def _write_verified(path: Path, data: bytes, keep: list[str] | None = None) -> None:
+    """Write ``data`` to a temporary file, then the checksum sidecar (new digest first, then ``keep`` or the old
+    ones), then install the file."""
+    digest = hashlib.sha256(data).hexdigest()
+    kept = keep if keep is not None else _digests(path)
+    atomic_write_bytes(path, data, before_replace=lambda: _write_digests(path, [digest, *kept]))
+
+
+def _write_digests(path: Path, digests: list[str]) -> None:
+    lines = list(dict.fromkeys(digests))[:_DIGESTS_KEPT]
+    atomic_write_bytes(_sidecar(path), ("\n".join(lines) + "\n").encode())
+
+
+def _read_verified(path: Path, fix: str) -> bytes:
+    """The bytes of ``path`` after checking them against its sidecar; :class:`RunFileError` when they differ."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise RunFileError(path, "is missing", fix) from None
+    digests = _digests(path)
+    if not digests:
+        raise RunFileError(path, f"has no checksum ({_sidecar(path).name} is missing or unreadable), so it cannot "
+                                 f"be trusted", fix)
+    if hashlib.sha256(data).hexdigest() not in digests:
+        what = "is empty" if not data else f"is damaged ({len(data)} bytes that do not match the stored SHA-256)"
+        raise RunFileError(path, what, fix)
+    return data
+
+
+def _load_torch(data: bytes, path: Path, fix: str, map_location: str | torch.device = "cpu") -> Any:
+    try:
+        return torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)
+    except Exception as e:  # verified bytes that torch cannot read: written by an incompatible version
+        raise RunFileError(path, f"cannot be read by torch {torch.__version__} ({type(e).__name__}: {e})", fix) from e
+
+
+def _load_json(data: bytes, path: Path, fix: str) -> Any:
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RunFileError(path, f"is not valid JSON ({e})", fix) from e
 
 
 class Run:
-    """One run's folder."""
+    """One run's folder. Creating the object reads and writes nothing; :meth:`open` creates the folder."""
 
     def __init__(self, path: Path, config: dict[str, Any]) -> None:
-        self.path = path
+        self.path = Path(path)
         self.config = config
-        self.path.mkdir(parents=True, exist_ok=True)
-        cfg_file = self.path / "config.json"
-        if not cfg_file.exists():
-            atomic_write_json(cfg_file, config)
         self._metrics: list[dict[str, Any]] | None = None
+        self._opened = False
+
+    # -- the folder -----------------------------------------------------------------------------------------
+    @property
+    def exists(self) -> bool:
+        return self.path.is_dir()
+
+    def open(self) -> "Run":
+        """Create the folder and ``config.json`` if needed, heal a damaged ``config.json``, and delete the
+        temporary files of killed writers. The one place a run folder is created (called by the training loop
+        when training starts and by the first write)."""
+        if self._opened:
+            return self
+        self.path.mkdir(parents=True, exist_ok=True)
+        remove_stale_temp_files(self.path)
+        cfg = self.path / CONFIG
+        try:
+            if _load_json(_read_verified(cfg, ""), cfg, "") != json.loads(json_text(self.config)):
+                raise RunFileError(cfg, "differs from the configuration", "")
+        except RunFileError as e:
+            if cfg.exists():
+                warnings.warn(f"rewriting {cfg}: {e}", stacklevel=2)
+            _write_verified(cfg, json_text(self.config).encode())
+        self._opened = True
+        return self
+
+    def child(self, name: str, config: dict[str, Any]) -> "Run":
+        """The sub-run ``<this run>/<name>-<hash of config>/`` (e.g. one evaluation protocol of a training run)."""
+        return Run(self.path / f"{name}-{config_hash(config)}", config)
+
+    def remove(self) -> None:
+        """Delete the whole folder (a failed attempt that left nothing worth resuming)."""
+        shutil.rmtree(self.path, ignore_errors=True)
+        self._metrics, self._opened = None, False
+
+    def _fix(self, name: str) -> str:
+        return f"Delete the run folder to start this run again: rm -r '{self.path}'"
+
+    # -- verified files -------------------------------------------------------------------------------------
+    def write_bytes(self, name: str, data: bytes) -> None:
+        self.open()
+        _write_verified(self.path / name, data)
+
+    def read_bytes(self, name: str, fix: str | None = None) -> bytes:
+        return _read_verified(self.path / name, fix or self._fix(name))
+
+    def has(self, name: str) -> bool:
+        return (self.path / name).exists()
+
+    def discard(self, name: str) -> None:
+        (self.path / name).unlink(missing_ok=True)
+        _sidecar(self.path / name).unlink(missing_ok=True)
+
+    def save_tensor(self, name: str, obj: Any) -> None:
+        self.write_bytes(name, torch_bytes(obj))
+
+    def load_tensor(self, name: str, fix: str | None = None) -> Any:
+        if fix is None and name == WEIGHTS:
+            fix = (f"The final weights cannot be rebuilt without training: delete the run folder to retrain it: "
+                   f"rm -r '{self.path}'")
+        fix = fix or (f"Delete it to have it computed again (rm '{self.path / name}' '{_sidecar(self.path / name)}'"
+                      f"), or the whole run: rm -r '{self.path}'")
+        return _load_torch(self.read_bytes(name, fix), self.path / name, fix)
 
     # -- state ----------------------------------------------------------------------------------------------
     @property
     def finished(self) -> bool:
-        return (self.path / "result.json").exists()
+        return (self.path / RESULT).exists()
+
+    @property
+    def status(self) -> str:
+        """``finished`` (result.json), ``interrupted`` (a checkpoint, no result), ``empty`` (neither) or
+        ``missing`` (no folder). Read-only; a damaged result still counts as finished here."""
+        if not self.exists:
+            return "missing"
+        if self.finished:
+            return "finished"
+        if self.has(CHECKPOINT) or self.has(PREVIOUS):
+            return "interrupted"
+        return "empty"
 
     @property
     def checkpoint_path(self) -> Path:
-        return self.path / "checkpoint.pt"
+        return self.path / CHECKPOINT
 
     def save_checkpoint(self, state: dict[str, Any]) -> None:
-        atomic_torch_save(state, self.checkpoint_path)
+        """Write ``state`` as the latest checkpoint, keeping the current one as ``checkpoint.prev.pt``.
+
+        Order: the new bytes are written to a temporary file; the previous checkpoint's sidecar learns the
+        current digests and the current file is renamed over it; the new checkpoint's digest is written and
+        the temporary file installed. A kill between any two steps leaves at least one checkpoint that
+        verifies; a full disk leaves both as they were.
+        """
+        self.open()
+        data = torch_bytes(state)
+        digest = hashlib.sha256(data).hexdigest()
+        cur, prev = self.path / CHECKPOINT, self.path / PREVIOUS
+
+        def rotate() -> None:  # runs once the new bytes are on disk (a full disk changes nothing)
+            if cur.exists():
+                _write_digests(prev, [*_digests(cur), *_digests(prev)])  # accepts prev's content before and after
+                os.replace(cur, prev)
+                kill_point("runstore.checkpoint_rotated")
+            _write_digests(cur, [digest])
+
+        atomic_write_bytes(cur, data, before_replace=rotate)
 
     def load_checkpoint(self, map_location: str | torch.device = "cpu") -> dict[str, Any] | None:
-        """The latest checkpoint, loaded with ``weights_only=True`` (tensors and plain containers only)."""
-        if not self.checkpoint_path.exists():
+        """The latest checkpoint that verifies (``weights_only=True``), or None when there is none.
+
+        A damaged latest checkpoint falls back to ``checkpoint.prev.pt`` with a warning; when neither can be
+        used, :class:`RunFileError` names both and the command that restarts the training from scratch.
+        """
+        cur, prev = self.path / CHECKPOINT, self.path / PREVIOUS
+        if not cur.exists() and not prev.exists():
             return None
-        return torch.load(self.checkpoint_path, map_location=map_location, weights_only=True)
+        fix = (f"Delete the checkpoints to train this run from the start (rm -f '{cur}' '{prev}'), or the whole "
+               f"run: rm -r '{self.path}'")
+        problems = []
+        for path in (cur, prev):
+            if not path.exists():
+                continue
+            try:
+                state = _load_torch(_read_verified(path, fix), path, fix, map_location)
+            except RunFileError as e:
+                problems.append(f"{path}: {e.problem}")
+                continue
+            if problems:  # the latest is damaged: drop it, so the next save does not keep it as the fallback
+                warnings.warn(f"{problems[0]}; resuming from the previous checkpoint {path.name} (step "
+                              f"{state.get('global_step')}) instead", stacklevel=2)
+                self.discard(CHECKPOINT)
+            return state
+        raise RunFileError(self.path, "no usable checkpoint: " + "; ".join(problems), fix)
+
+    def discard_checkpoints(self) -> None:
+        self.discard(CHECKPOINT)
+        self.discard(PREVIOUS)
 
     # -- metrics --------------------------------------------------------------------------------------------
     @property
     def metrics(self) -> list[dict[str, Any]]:
         if self._metrics is None:
-            f = self.path / "metrics.jsonl"
-            self._metrics = [json.loads(line) for line in f.read_text().splitlines() if line] if f.exists() else []
+            if self.has(METRICS):
+                fix = (f"The metrics log cannot be rebuilt without training again: delete the run folder "
+                       f"(rm -r '{self.path}') to retrain it")
+                text = self.read_bytes(METRICS, fix).decode("utf-8")
+                self._metrics = [json.loads(line) for line in text.splitlines() if line]
+            else:
+                self._metrics = []
         return self._metrics
 
     def set_metrics(self, rows: list[dict[str, Any]]) -> None:
         self._metrics = list(rows)
-        self._flush_metrics()
+        self.flush()
 
     def log(self, row: dict[str, Any]) -> None:
         self.metrics.append(row)
 
-    def _flush_metrics(self) -> None:
-        atomic_write_text(self.path / "metrics.jsonl", "".join(json.dumps(r, sort_keys=True) + "\n"
-                                                               for r in self.metrics))
-
     def flush(self) -> None:
-        self._flush_metrics()
+        """Write the metrics log (atomically, with its checksum)."""
+        self.write_bytes(METRICS, "".join(json.dumps(r, sort_keys=True) + "\n" for r in self.metrics).encode())
 
     # -- results --------------------------------------------------------------------------------------------
     def save_result(self, result: dict[str, Any]) -> None:
-        atomic_write_json(self.path / "result.json", result)
+        self.write_bytes(RESULT, json_text(result).encode())
 
     def result(self) -> dict[str, Any]:
-        return json.loads((self.path / "result.json").read_text())
-
-    def save_tensor(self, name: str, obj: Any) -> None:
-        atomic_torch_save(obj, self.path / name)
-
-    def load_tensor(self, name: str) -> Any:
-        return torch.load(self.path / name, map_location="cpu", weights_only=True)
-
-    def has(self, name: str) -> bool:
-        return (self.path / name).exists()
+        fix = self._fix(RESULT)
+        return _load_json(self.read_bytes(RESULT, fix), self.path / RESULT, fix)
 
     def __repr__(self) -> str:
-        return f"Run({self.path}, finished={self.finished})"
+        return f"Run({self.path}, status={self.status})"
+
+
+# ------------------------------------------------------------------------------------------------ provenance
+
+
+def git_commit(root: Path | None = None) -> tuple[str | None, bool | None]:
+    """``(commit, dirty)`` of the git checkout holding studylib, or ``(None, None)`` when it is not in one."""
+    root = root or Path(__file__).resolve().parent.parent.parent
+    try:
+        top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+        if top.returncode != 0:
+            return None, None
+        lines = top.stdout.split()
+        if len(lines) != 2 or Path(lines[0]).resolve() != root.resolve():
+            return None, None
+        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=30)
+        return lines[1], (bool(status.stdout.strip()) if status.returncode == 0 else None)
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+
+
+def provenance(device: torch.device | str) -> dict[str, Any]:
+    """What a result was computed with: code (git commit, studylib version), torch, device, threads."""
+    import studylib
+    device = torch.device(device)
+    commit, dirty = git_commit()
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
+    return {"git_commit": commit, "git_dirty": dirty, "studylib_version": studylib.__version__,
+            "torch_version": str(torch.__version__), "python_version": platform.python_version(), "device": str(device),
+            "device_name": name, "threads": torch.get_num_threads()}
+
+
+# ----------------------------------------------------------------------------------------------------- store
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One run as :meth:`RunStore.list_runs` sees it (read-only).
+
+    ``status``: ``finished``, ``interrupted`` (checkpoint, no result), ``empty`` (neither) or ``damaged`` (a
+    result.json that does not verify). ``evaluations``: one entry per finished evaluation protocol, with its
+    configuration and headline results ``{"<classifier>/<shots>": (mean, ci95)}``.
+    """
+
+    name: str
+    path: Path
+    status: str
+    created: float
+    config: dict[str, Any] | None
+    training: dict[str, Any] | None
+    evaluations: list[dict[str, Any]] = field(default_factory=list)
 
 
 class RunStore:
-    """A folder of runs. ``store.run(name, config)`` gives the run for that configuration."""
+    """A folder of runs. ``store.run(name, config)`` gives the run for that configuration (nothing is written)."""
 
     def __init__(self, root: str | Path | None = None) -> None:
         self.root = Path(root) if root is not None else default_cache_dir() / "runs"
-        self.root.mkdir(parents=True, exist_ok=True)
 
     def run(self, name: str, config: dict[str, Any]) -> Run:
         return Run(self.root / f"{name}-{config_hash(config)}", config)
 
     def runs(self) -> list[Run]:
         out = []
-        for p in sorted(self.root.iterdir()):
-            if (p / "config.json").exists():
-                out.append(Run(p, json.loads((p / "config.json").read_text())))
+        for p in sorted(self.root.iterdir()) if self.root.is_dir() else []:
+            if (p / CONFIG).exists():
+                try:
+                    config = _load_json(_read_verified(p / CONFIG, ""), p / CONFIG, "")
+                except RunFileError:
+                    config = {}
+                out.append(Run(p, config))
         return out
+
+    def list_runs(self) -> list[RunInfo]:
+        """Every run folder with its status, creation time and headline results, oldest first. Reads only."""
+        infos = []
+        for p in sorted(self.root.iterdir()) if self.root.is_dir() else []:
+            if not p.is_dir():
+                continue
+            run = Run(p, {})
+            cfg = _try_json(p / CONFIG)
+            created = (p / CONFIG).stat().st_mtime if (p / CONFIG).exists() else p.stat().st_mtime
+            status = run.status
+            training = _try_json(p / RESULT) if status == "finished" else None
+            if status == "finished" and training is None:
+                status = "damaged"
+            evals = []
+            for e in sorted(p.glob("eval-*/")):
+                res = _try_json(e / RESULT)
+                if res is not None:
+                    headline = {k: (v["mean"], v["ci95"]) for k, v in res.get("test", {}).items()
+                                if isinstance(v, dict) and "mean" in v}
+                    evals.append({"name": e.name, "config": _try_json(e / CONFIG), "headline": headline,
+                                  "result": res})
+            infos.append(RunInfo(p.name, p, status, created, cfg, training, evals))
+        return sorted(infos, key=lambda i: (i.created, i.name))
+
+
+def _try_json(path: Path) -> Any:
+    try:
+        return _load_json(_read_verified(path, ""), path, "")
+    except RunFileError:
+        return None
+
+
+__all__ = ["Run", "RunStore", "RunInfo", "RunFileError", "provenance", "git_commit", "CHECKPOINT", "PREVIOUS",
+           "METRICS", "RESULT", "WEIGHTS", "CONFIG", "TENSORBOARD"]

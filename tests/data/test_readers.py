@@ -7,6 +7,7 @@ the PNG/JPEG files, ``torch.rot90`` for rotation classes, and torch's antialiase
 
 from __future__ import annotations
 
+import collections
 import csv
 import io
 import os
@@ -231,7 +232,8 @@ def test_omniglot_errors(tmp_path):
     with pytest.raises(DataError, match=r"does not exist.*images_background\.zip"):
         R.load_omniglot(tmp_path / "nowhere")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(DataError, match=r"no images_background\*\.zip.*under .*empty"):
+    with pytest.raises(DataError, match=r"no Omniglot images under .*empty; expected one of: .*images_background\*\.zip.*"
+                                        r"<alphabet>/<character>/<image>\.png.*Found: nothing"):
         R.load_omniglot(tmp_path / "empty")
     # an empty character folder inside the zip
     bad = tmp_path / "bad"
@@ -629,3 +631,219 @@ def test_image_folder_errors(tmp_path):
 def test_readers_registry():
     assert set(R.READERS) == {"omniglot", "mini_imagenet", "tiered_imagenet", "cifar_fs", "fc100", "cub", "folder"}
     assert R.READERS["omniglot"] is R.load_omniglot and R.READERS["folder"] is R.load_image_folder
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Safe unpickling: a crafted pickle is refused before it runs; the real formats still load.
+# ----------------------------------------------------------------------------------------------------------
+
+class _Crafted:
+    """Unpickling this calls ``os.system`` (what a malicious data file does), which would create ``marker``."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def _write_crafted(path: Path, marker: Path, wrap) -> None:
+    with open(path, "wb") as fh:
+        pickle.dump(wrap(_Crafted(marker)), fh, protocol=2)
+
+
+@pytest.mark.parametrize("fmt", ["mini_imagenet", "cifar_fs", "fc100", "tiered_labels", "tiered_images"])
+def test_crafted_pickle_is_refused_and_never_runs(tmp_path, fmt):
+    marker = tmp_path / "PWNED"
+    if fmt == "mini_imagenet":
+        write_mini_pickles(tmp_path)
+        bad, load = tmp_path / "mini-imagenet-cache-val.pkl", R.load_mini_imagenet
+        _write_crafted(bad, marker, lambda x: {"image_data": x, "class_dict": {}})
+    elif fmt in ("cifar_fs", "fc100"):
+        prefix = "CIFAR_FS" if fmt == "cifar_fs" else "FC100"
+        write_cifar(tmp_path, prefix)
+        bad, load = tmp_path / f"{prefix}_test.pickle", getattr(R, f"load_{fmt}")
+        _write_crafted(bad, marker, lambda x: {"data": x, "labels": [0]})
+    else:
+        write_tiered(tmp_path)
+        bad = tmp_path / ("train_labels.pkl" if fmt == "tiered_labels" else "train_images_png.pkl")
+        load = R.load_tiered_imagenet
+        _write_crafted(bad, marker, lambda x: [x])
+    with pytest.raises(DataError) as info:
+        load(tmp_path, cache=False)
+    assert not marker.exists()
+    msg = str(info.value)
+    assert f"refused to load {bad}" in msg and "posix.system" in msg and "Replace it with the original file" in msg
+    with open(bad, "rb") as fh:  # the fixture is real: plain pickle.load runs the payload
+        pickle.load(fh)
+    assert marker.exists()
+
+
+def _py2_numpy1(obj) -> bytes:
+    """A protocol-2 pickle of ``obj`` as NumPy 1 under Python 2 writes it: ``numpy.core.multiarray`` globals and
+    Python-2 strings (decoded with ``encoding="latin1"``)."""
+    buf = io.BytesIO()
+    Py2Pickler(buf, protocol=2).dump(obj)
+    return buf.getvalue().replace(b"cnumpy._core.multiarray\n", b"cnumpy.core.multiarray\n")
+
+
+@pytest.mark.parametrize("protocol", [0, 1, 2, 3, 4, 5, "py2-numpy1"])
+def test_real_format_pickles_load_in_every_protocol(tmp_path, protocol):
+    """The formats as the published files hold them: NumPy arrays, scalars and object arrays in dicts and lists."""
+    rng = np.random.default_rng(3)
+    data = rng.integers(0, 256, (4, 32, 32, 3), dtype=np.uint8)
+    labels = [np.int64(7), 7, 30, 30]  # a NumPy scalar among ints
+    obj = {"data": data, "labels": labels, "names": np.array(["apple", "cattle"]), "meta": ("v", 1.5, None, b"\x00")}
+    pngs = np.empty(2, dtype=object)
+    pngs[:] = [np.frombuffer(png_bytes(data[i]), np.uint8) for i in range(2)]
+    blob = (_py2_numpy1 if protocol == "py2-numpy1" else lambda o: pickle.dumps(o, protocol=protocol))(obj)
+    blob_pngs = (_py2_numpy1 if protocol == "py2-numpy1" else lambda o: pickle.dumps(o, protocol=protocol))(pngs)
+    if protocol == "py2-numpy1":
+        assert b"numpy.core.multiarray" in blob and b"numpy._core" not in blob
+    (tmp_path / "a.pickle").write_bytes(blob)
+    (tmp_path / "b.pkl").write_bytes(blob_pngs)
+    got = R.load_pickle(tmp_path / "a.pickle", "cifar_fs", "hint")
+    assert np.array_equal(got["data"], data) and got["data"].dtype == np.uint8
+    assert [int(x) for x in got["labels"]] == [7, 7, 30, 30]
+    assert list(got["names"]) == ["apple", "cattle"] and got["meta"][1:3] == (1.5, None)
+    got_pngs = R.load_pickle(tmp_path / "b.pkl", "tiered_imagenet", "hint")
+    for i in range(2):
+        assert np.array_equal(np.asarray(Image.open(io.BytesIO(bytes(got_pngs[i])))), data[i])
+
+
+def test_pickled_numpy_scalars_and_sets_but_no_other_callables(tmp_path):
+    ok = {"s": {1, 2}, "f": frozenset({3}), "c": 1 + 2j, "b": bytearray(b"ab"), "n": np.float32(2.5)}
+    for proto in (2, 5):
+        (tmp_path / "ok.pkl").write_bytes(pickle.dumps(ok, protocol=proto))
+        assert R.load_pickle(tmp_path / "ok.pkl", "cifar_fs", "hint") == ok
+    for payload, name in ((collections.Counter("ab"), "collections.Counter"), (Path("/x"), "pathlib")):
+        (tmp_path / "no.pkl").write_bytes(pickle.dumps(payload, protocol=2))
+        with pytest.raises(DataError, match=rf"refused to load .*no\.pkl: it refers to {name}"):
+            R.load_pickle(tmp_path / "no.pkl", "cifar_fs", "hint")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Relative data roots: one rule, the repository root, whatever the working directory.
+# ----------------------------------------------------------------------------------------------------------
+
+def test_relative_root_is_taken_from_the_repository_root(tmp_path, monkeypatch):
+    import studylib.data.base as base
+    repo = tmp_path / "repo"
+    write_folder(repo / "data" / "mine", FOLDER)
+    (repo / "params").mkdir()
+    (repo / "notebooks" / "sub").mkdir(parents=True)
+    monkeypatch.chdir(repo / "notebooks" / "sub")  # papermill --cwd notebooks, JupyterLab in a subfolder, ...
+    assert base.resolve_root("data/mine") == repo / "data" / "mine"
+    ds = R.load_image_folder("data/mine", size=9)
+    assert ds["val"].class_names == ["fox"] and ds.info["root"] == str(repo / "data" / "mine")
+    with pytest.raises(DataError, match=rf"data folder {repo / 'data' / 'nope'} does not exist \(a relative data_root is "
+                                        r"taken relative to the project root"):
+        R.load_image_folder("data/nope")
+    with pytest.raises(DataError, match=rf"omniglot: data folder {repo / 'data' / 'nope'} does not exist"):
+        R.load_omniglot("data/nope")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Omniglot-like folders of any name; your own folders split by class or by superclass.
+# ----------------------------------------------------------------------------------------------------------
+
+def test_omniglot_reads_any_alphabet_character_folder(tmp_path):
+    write_omniglot(tmp_path, "my_strokes", BG, as_zip=False, seed=4)
+    (tmp_path / "ref").mkdir()
+    write_omniglot(tmp_path / "ref", "images_background", BG, as_zip=False, seed=4)
+    got = R.load_omniglot(tmp_path / "my_strokes", size=28, split="alphabet")
+    ref = R.load_omniglot(tmp_path / "ref", size=28, split="alphabet")  # the authors' folder name
+    for s in SPLITS:
+        assert got[s].class_names == ref[s].class_names and torch.equal(got[s].images, ref[s].images)
+        assert got[s].superclass_names == ref[s].superclass_names
+    zipped = tmp_path / "zipped"
+    zipped.mkdir()
+    write_omniglot(zipped, "strokes", BG, seed=4)  # a zip with any top folder, named directly
+    z = R.load_omniglot(zipped / "strokes.zip", size=28, split="alphabet")
+    assert torch.equal(z["test"].images, ref["test"].images)
+    # A folder one level too deep says what layout was expected and what it found.
+    with pytest.raises(DataError, match=r"no Omniglot images under .*; expected one of: .*any folder laid out as "
+                                        r"<alphabet>/<character>/<image>\.png.*Found: my_strokes/, ref/"):
+        R.load_omniglot(tmp_path, split="alphabet")
+
+
+def write_flat(root: Path, layout: dict[str, int], per_class: int = 2, seed: int = 0) -> dict[str, np.ndarray]:
+    """``root/<class>/<i>.png`` (class names without '/') or ``root/<super>/<class>/<i>.png``."""
+    rng = np.random.default_rng(seed)
+    written = {}
+    for cls, n in layout.items():
+        (root / cls).mkdir(parents=True)
+        for i in range(per_class if n is None else n):
+            arr = rng.integers(0, 256, (9, 9, 3), dtype=np.uint8)
+            Image.fromarray(arr).save(root / cls / f"{i}.png")
+            written[f"{cls}/{i}"] = arr
+    return written
+
+
+def test_folder_random_split_is_seeded_class_disjoint_and_complete(tmp_path):
+    classes = {f"c{k:02d}": 2 for k in range(25)}
+    written = write_flat(tmp_path, classes)
+    ds = R.load_image_folder(tmp_path, size=9, split="random", seed=1)
+    names = [ds[s].class_names for s in SPLITS]
+    assert sorted(sum(names, [])) == sorted(classes)  # every class once
+    assert_class_disjoint(ds)
+    assert [len(n) for n in names] == [16, 4, 5]  # round(25 * 0.16) = 4 val, round(25 * 0.2) = 5 test
+    # Reference assignment written the slow way: the classes (sorted) in the order of torch.randperm(25) with the
+    # seed; the first 16 train, the next 4 val, the last 5 test.
+    perm = torch.randperm(25, generator=torch.Generator().manual_seed(1)).tolist()
+    want = {s: sorted(f"c{perm[j]:02d}" for j in range(lo, hi)) for s, (lo, hi) in
+            zip(SPLITS, ((0, 16), (16, 20), (20, 25)))}
+    assert {s: n for s, n in zip(SPLITS, names)} == want
+    for s in SPLITS:  # pixels: what PIL decodes from the files
+        sp = ds[s]
+        for k, c in enumerate(sp.class_names):
+            got = sp.images[sp.labels == k].permute(0, 2, 3, 1).numpy()
+            assert np.array_equal(got, np.stack([written[f"{c}/0"], written[f"{c}/1"]]))
+    other = R.load_image_folder(tmp_path, size=9, split="random", seed=2)
+    assert other["test"].class_names != ds["test"].class_names
+
+
+def test_folder_alphabet_split_keeps_each_superclass_in_one_split(tmp_path):
+    layout = {f"Script{a}/char{c}": 2 for a, n in enumerate([3, 5, 2, 4, 3, 6, 2, 3]) for c in range(n)}
+    write_flat(tmp_path, layout)
+    ds = R.load_image_folder(tmp_path, size=9, split="alphabet", seed=0, mode="L")
+    seen: dict[str, str] = {}
+    for s in SPLITS:
+        sp = ds[s]
+        assert sp.images.shape[1] == 1 and sp.superclass is not None
+        for k, c in enumerate(sp.class_names):
+            alphabet = c.split("/")[0]
+            assert sp.superclass_names[int(sp.superclass[k])] == alphabet
+            assert seen.setdefault(alphabet, s) == s  # never in two splits
+    assert sorted(seen) == [f"Script{a}" for a in range(8)] and set(seen.values()) == set(SPLITS)
+    assert sum(ds[s].num_classes for s in SPLITS) == len(layout)
+    # Grey levels: PIL's own conversion of the PNG to mode L.
+    first = ds["train"].class_names[0]
+    ref = np.asarray(Image.open(tmp_path / first / "0.png").convert("L"))
+    sp = ds["train"]
+    assert np.array_equal(sp.images[sp.labels == 0][0, 0].numpy(), ref)
+
+
+def test_folder_layout_errors_name_the_rule_to_use(tmp_path):
+    write_folder(tmp_path / "given", FOLDER)
+    with pytest.raises(DataError, match=r"holds train/, val/ and test/ folders, the layout of split='given'; use "
+                                        r"split='given'"):
+        R.load_image_folder(tmp_path / "given", split="random")
+    write_flat(tmp_path / "flat", {"cat": 2, "dog": 2, "emu": 2})
+    with pytest.raises(DataError, match=r"no train/ folder under .*flat.*It holds 3 other folders \(cat, dog, emu\): "
+                                        r"if each is a class, use split='random'"):
+        R.load_image_folder(tmp_path / "flat")
+    with pytest.raises(DataError, match=r"superclass folder .*cat holds images but no class folders: for "
+                                        r"<root>/<class>/<image> use split='random'"):
+        R.load_image_folder(tmp_path / "flat", split="alphabet")
+    write_flat(tmp_path / "nested", {"A/x": 2, "A/y": 2, "B/z": 2})
+    with pytest.raises(DataError, match=r"class folder .*nested/A holds folders \(x, y\), not images: for "
+                                        r"<root>/<superclass>/<class>/<image> use split='alphabet'"):
+        R.load_image_folder(tmp_path / "nested", split="random")
+    with pytest.raises(DataError, match=r"split='alphabet' leaves no superclass for \['val'\] \(2 superclasses"):
+        R.load_image_folder(tmp_path / "nested", split="alphabet")
+    (tmp_path / "flat" / "gnu").mkdir()
+    with pytest.raises(DataError, match=r"class folder .*flat/gnu is empty"):
+        R.load_image_folder(tmp_path / "flat", split="random")
+    with pytest.raises(ValueError, match=r"unknown split 'vinyals'; allowed: given, random, alphabet"):
+        R.load_image_folder(tmp_path / "flat", split="vinyals")

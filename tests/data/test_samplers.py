@@ -78,3 +78,39 @@ def test_impossible_requests_fail_with_numbers():
         EpisodicSampler(labels, 2, 1, 3, 1)
     with pytest.raises(DataError, match=r"batch_size=60 must lie in 1..13"):
         ShuffledSampler(13, 60)
+
+
+def test_a_one_image_class_is_named_and_the_fix_is_not_a_nan_episode():
+    """A class with 1 image can never give 1 support + 1 query: the message names it and never suggests
+    shots + queries <= 1 (which would mean an episode without queries, a 0/0 accuracy)."""
+    counts = [6, 6, 1, 6, 3]
+    names = ["ant", "bee", "cat", "dog", "eel"]
+    with pytest.raises(DataError) as info:
+        EpisodicSampler(_labels(counts), 2, 1, 3, 1, what="test split x/test", class_names=names)
+    msg = str(info.value)
+    assert "smallest class of the test split x/test has 1" in msg
+    assert "2 of its 5 classes hold fewer than 4 images: 'cat' (1), 'eel' (3)" in msg
+    assert "lowering shots or queries cannot help" in msg and "at most 1" not in msg
+    # Without 1-image classes the fix is to lower shots + queries to the smallest class, keeping both >= 1.
+    with pytest.raises(DataError, match=r"'eel' \(3\)\. Fix: lower shots or queries so that they sum to at most 3 "
+                                        r"\(keeping shots >= 1 and queries >= 1\)"):
+        EpisodicSampler(_labels([6, 6, 3]), 2, 1, 3, 1, class_names=["a", "b", "eel"])
+
+
+def test_too_small_classes_are_listed_first_few_then_counted():
+    counts = [9] * 3 + [2] * 8
+    with pytest.raises(DataError, match=r"8 of its 11 classes hold fewer than 5 images: class 3 \(2\), class 4 \(2\), "
+                                        r"class 5 \(2\), class 6 \(2\), class 7 \(2\) and 3 more\."):
+        EpisodicSampler(_labels(counts), 3, 2, 3, 1)
+
+
+@pytest.mark.parametrize("shots,queries,missing", [(0, 5, "shots"), (1, 0, "queries")])
+def test_episodes_need_a_support_and_a_query_per_class(shots, queries, missing):
+    with pytest.raises(DataError, match=rf"at least one support and one query image per class .*set {missing} to "
+                                        rf"at least 1"):
+        EpisodicSampler(_labels([10] * 5), 3, shots, queries, 1)
+
+
+def test_fixed_composition_needs_a_positive_per_image():
+    with pytest.raises(DataError, match=r"at least 2 images per class"):
+        FixedCompositionSampler(_labels([10] * 5), ways=4, per_class=1, batches_per_epoch=1)

@@ -85,3 +85,16 @@ def test_impossible_requests_raise_data_error():
         sample_episodes(labels, 2, 1, 4, 10, seed=0)
     with pytest.raises(DataError, match="shots >= 1"):
         sample_episodes(labels, 2, 0, 2, 10, seed=0)
+
+
+def test_no_query_episodes_are_refused_instead_of_giving_nan():
+    labels = _labels([10, 10, 10])
+    with pytest.raises(DataError, match=r"queries >= 1 .*got shots=1, queries=0"):
+        sample_episodes(labels, 2, 1, 0, 10, seed=0)
+
+
+def test_too_small_classes_are_named_with_their_counts():
+    labels = _labels([20, 1, 20, 20])
+    with pytest.raises(DataError, match=r"smallest class of the test split has 1; 1 of its 4 classes holds fewer than 16 "
+                                        r"images: 'Greek/alpha' \(1\)\. Fix: a class needs at least 2 images"):
+        sample_episodes(labels, 3, 1, 15, 10, what="test split", class_names=["a", "Greek/alpha", "b", "c"])

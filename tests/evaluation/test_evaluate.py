@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 import torch
+from scipy import stats
 from torch import nn
 
 from studylib.data.base import DataError
 from studylib.evaluation import (EvalResult, cl2n, evaluate, extract_features, nearest_centroid, pool_results,
                                  results_as_dict, sample_episodes)
-from studylib.utils import mean_ci95
 
 
 
@@ -51,9 +51,8 @@ def test_pure_noise_is_chance():
     res = evaluate(feats, labels, ways=5, shots=(1, 5), queries=15, episodes=2000, seed=3)
     for r in res.values():
         assert abs(r.mean - 0.2) < 3 * r.ci95, str(r)  # CI95 half-width ~0.004 at 2000 episodes
-        mean, ci = mean_ci95(r.accuracies)
-        assert r.mean == pytest.approx(mean) and r.ci95 == pytest.approx(ci)
-        assert r.ci95 == pytest.approx(1.96 * r.accuracies.std().item() / 2000 ** 0.5)
+        acc = r.accuracies.double().numpy()  # reference: NumPy's mean and SciPy's standard error of the mean
+        assert r.mean == pytest.approx(acc.mean()) and r.ci95 == pytest.approx(1.96 * stats.sem(acc))
 
 
 def test_matches_per_episode_numpy_reference():
@@ -105,7 +104,8 @@ def test_results_json_and_pooling():
     r = res[("nc", 1)]
     pooled = pool_results([r, r, r])
     assert pooled.episodes == 120 and pooled.mean == pytest.approx(r.mean) and pooled.extra["runs"] == 3
-    assert pooled.ci95 == pytest.approx(mean_ci95(torch.cat([r.accuracies] * 3))[1])
+    pooled_acc = np.tile(r.accuracies.double().numpy(), 3)  # the 120 pooled episodes
+    assert pooled.ci95 == pytest.approx(1.96 * stats.sem(pooled_acc)) and pooled.ci95 < r.ci95
     with pytest.raises(ValueError, match="different settings"):
         pool_results([r, res[("nc", 5)]])
     assert isinstance(r, EvalResult) and "nc 5-way 1-shot" in str(r)

@@ -54,7 +54,7 @@ def test_interrupted_run_resumes_to_identical_result(tmp_path):
 
 def test_notebook_refuses_unknown_and_mistyped_parameters():
     baseline = {"np"}
-    with pytest.raises(ParamError, match=r"unknown parameter 'epoch' in notebook 00_quickstart; allowed: .*epochs"):
+    with pytest.raises(ParamError, match=r"unknown parameter 'epoch' in notebook 00_quickstart; did you mean 'epochs'\? allowed: .*epochs"):
         notebook_params(qs.Params, {"epoch": 3}, baseline, qs.NOTEBOOK)
     with pytest.raises(ParamError, match=r"'epochs' must be int, got str"):
         notebook_params(qs.Params, {"epochs": "3"}, baseline, qs.NOTEBOOK)

@@ -6,11 +6,13 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from pytorch_metric_learning.distances import LpDistance
 from pytorch_metric_learning.losses import NCALoss
+from scipy.special import logsumexp
 from torch import nn
 
 from studylib.data.samplers import Batch
@@ -276,11 +278,32 @@ def test_log_sum_exp_survives_huge_distances():
     assert torch.isfinite(out.loss)
     naive = -torch.log(torch.exp(-d[0, 1]) / (torch.exp(-d[0, 1]) + torch.exp(-d[0, 2]) + torch.exp(-d[0, 3])))
     assert not torch.isfinite(naive)  # 0/0: what the clamp in the authors' code papers over
-    # the same for PN and MN with large embeddings in float32
+    # the same for PN and MN with large embeddings in float32: the loss of Eq. L_PN / L_MN / L_NCA written the
+    # slow way in float64 with SciPy's logsumexp (losses ~1e6, so a dropped or clamped term would show)
     zz, ll, ss = episode(3, 2, 2, seed=14, dtype=torch.float32)
     for kind in ("pn", "mn", "nca"):
         big = episode_loss(zz * 1e3, ll, ss, kind)
-        assert torch.isfinite(big.loss) and big.loss.item() >= 0.0
+        assert torch.isfinite(big.loss)
+        assert big.loss.item() == pytest.approx(_slow_loss(zz * 1e3, ll, ss, kind), rel=1e-6)
+
+
+def _slow_loss(z: torch.Tensor, labels: torch.Tensor, support: torch.Tensor, kind: str) -> float:
+    """Mean over anchors of ``logsumexp(-d_i,all) - logsumexp(-d_i,positives)`` (float64, NumPy, one anchor at a
+    time): NCA over all other points, MN from queries to support points, PN from queries to class means."""
+    x, y, s = z.double().numpy(), labels.numpy(), support.numpy()
+    if kind == "nca":
+        anchors, pts, pts_y = range(len(x)), x, y
+    elif kind == "mn":
+        anchors, pts, pts_y = np.flatnonzero(~s), x[s], y[s]
+    else:
+        pts_y = np.unique(y)
+        anchors, pts = np.flatnonzero(~s), np.stack([x[s & (y == c)].mean(0) for c in pts_y])
+    losses = []
+    for i in anchors:
+        keep = [j for j in range(len(pts)) if not (kind == "nca" and j == i)]
+        neg_d = -((x[i] - pts[keep]) ** 2).sum(1)
+        losses.append(logsumexp(neg_d) - logsumexp(neg_d[pts_y[keep] == y[i]]))
+    return float(np.mean(losses))
 
 
 @pytest.mark.parametrize("kind,proto,split", [("nca", None, None), ("pn", None, None), ("mn", None, None),

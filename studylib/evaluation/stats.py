@@ -1,0 +1,177 @@
+"""Uncertainty of trained results: estimates over training seeds and paired differences on shared episodes.
+
+A few-shot accuracy has two sources of noise: the evaluation episodes (how many, which ones) and the training
+run (initialisation, batch order; and, across machines, floating-point chaos, which acts like another seed).
+A CI over the episodes of one run says nothing about the second. So every trained number the study reports
+is an :class:`Estimate` over training seeds:
+
+* each seed gives one value (its mean over episodes, or a per-seed effect such as a paired difference);
+* the point estimate is the mean of the per-seed values;
+* its 95% interval is Student's ``t_{0.975, n-1} * s / sqrt(n)`` over the ``n`` seeds (``s`` their sample
+  standard deviation), which carries both sources of noise, since each per-seed value includes its episodes;
+* with one seed the only uncertainty available is the episodes': ``1.96 * std / sqrt(E)`` (seed 000,
+  Sec. 3.1). :mod:`studylib.evaluation.verdicts` never calls a difference reproduced from one seed.
+
+Differences between two methods are measured **paired**: both models are evaluated on the same episodes
+(the evaluator draws them from a fixed seed), so the per-episode difference cancels the episode-difficulty
+noise, and seed ``i`` of one method is paired with seed ``i`` of the other.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+from scipy import stats as _scipy_stats
+
+Z95 = 1.959963984540054  # two-sided 95% normal quantile (the papers' "1.96")
+
+
+def t95(dof: int) -> float:
+    """Two-sided 95% quantile of Student's t with ``dof`` degrees of freedom (``t95(2) = 4.303``)."""
+    if dof < 1:
+        raise ValueError(f"Student's t needs at least 1 degree of freedom, got {dof}")
+    return float(_scipy_stats.t.ppf(0.975, dof))
+
+
+def episode_ci95(values: torch.Tensor | np.ndarray | Sequence[float]) -> tuple[float, float]:
+    """Mean and CI95 half-width ``1.96 * std / sqrt(E)`` of per-episode values (seed 000, Sec. 3.1)."""
+    v = np.asarray(torch.as_tensor(values, dtype=torch.float64).cpu()).ravel()
+    if v.size == 0:
+        raise ValueError("no episodes: the estimate of an empty sequence is undefined")
+    if not np.all(np.isfinite(v)):
+        raise ValueError(f"{int((~np.isfinite(v)).sum())} of {v.size} episode values are not finite")
+    sd = float(v.std(ddof=1)) if v.size > 1 else 0.0
+    return float(v.mean()), Z95 * sd / math.sqrt(v.size)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A trained quantity with its uncertainty (fractions for accuracies).
+
+    Attributes:
+        value: mean of the per-seed values.
+        ci95: half-width of the 95% interval: Student's t over seeds when there are at least two, else the
+            episode CI of the one run.
+        seeds: the per-seed values, in seed order.
+        episode_ci95: mean over seeds of each seed's CI95 over its episodes (the evaluation noise alone;
+            0 when the values do not come from episodes).
+        episodes: evaluation episodes per seed (0 when not from episodes).
+    """
+
+    value: float
+    ci95: float
+    seeds: tuple[float, ...]
+    episode_ci95: float = 0.0
+    episodes: int = 0
+
+    @property
+    def n_seeds(self) -> int:
+        return len(self.seeds)
+
+    @property
+    def spread(self) -> float:
+        """Sample standard deviation of the per-seed values (0 with one seed)."""
+        return float(np.std(self.seeds, ddof=1)) if len(self.seeds) > 1 else 0.0
+
+    @property
+    def lo(self) -> float:
+        return self.value - self.ci95
+
+    @property
+    def hi(self) -> float:
+        return self.value + self.ci95
+
+    def fmt(self, scale: float = 100.0, digits: int = 1, signed: bool = False) -> str:
+        """``"62.5 ± 0.4"`` (accuracies in percent by default; ``signed`` for differences)."""
+        sign = "+" if signed else ""
+        return f"{self.value * scale:{sign}.{digits}f} ± {self.ci95 * scale:.{digits}f}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "ci95": self.ci95, "seeds": list(self.seeds),
+                "episode_ci95": self.episode_ci95, "episodes": self.episodes}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Estimate":
+        return cls(float(d["value"]), float(d["ci95"]), tuple(float(x) for x in d["seeds"]),
+                   float(d.get("episode_ci95", 0.0)), int(d.get("episodes", 0)))
+
+
+def over_seeds(values: Sequence[float], episode_ci95s: Sequence[float] | None = None, episodes: int = 0) -> Estimate:
+    """The :class:`Estimate` of per-seed values (see the module docstring for the interval).
+
+    Args:
+        values: one value per training seed.
+        episode_ci95s: each seed's CI95 over its evaluation episodes (needed when there is one seed).
+        episodes: evaluation episodes per seed, for the record.
+    """
+    v = [float(x) for x in values]
+    if not v:
+        raise ValueError("an estimate needs at least one seed's value")
+    if not all(math.isfinite(x) for x in v):
+        raise ValueError(f"non-finite per-seed values {v}: a run diverged or an evaluation was empty")
+    ep = [float(x) for x in episode_ci95s] if episode_ci95s is not None else []
+    if ep and len(ep) != len(v):
+        raise ValueError(f"{len(v)} seed values but {len(ep)} episode CIs")
+    ep_mean = float(np.mean(ep)) if ep else 0.0
+    if len(v) >= 2:
+        ci = t95(len(v) - 1) * float(np.std(v, ddof=1)) / math.sqrt(len(v))
+    else:
+        ci = ep_mean
+    return Estimate(float(np.mean(v)), ci, tuple(v), ep_mean, int(episodes))
+
+
+def _per_seed(per_seed: Sequence[torch.Tensor | np.ndarray]) -> list[np.ndarray]:
+    out = [np.asarray(torch.as_tensor(a, dtype=torch.float64).cpu()).ravel() for a in per_seed]
+    if not out:
+        raise ValueError("no seeds given")
+    return out
+
+
+def accuracy(per_seed: Sequence[torch.Tensor | np.ndarray]) -> Estimate:
+    """Accuracy over seeds from ``[E]`` per-episode accuracies of each seed's model."""
+    runs = _per_seed(per_seed)
+    pairs = [episode_ci95(a) for a in runs]
+    return over_seeds([m for m, _ in pairs], [c for _, c in pairs], episodes=len(runs[0]))
+
+
+def paired_difference(a: Sequence[torch.Tensor | np.ndarray], b: Sequence[torch.Tensor | np.ndarray]) -> Estimate:
+    """``A - B`` over seeds, each seed's value the mean per-episode difference on the episodes both share.
+
+    ``a[i]`` and ``b[i]`` are the ``[E]`` per-episode accuracies of seed ``i`` of two models evaluated on the
+    same episodes (same evaluation seed and split), so the episode difficulty cancels.
+    """
+    ra, rb = _per_seed(a), _per_seed(b)
+    if len(ra) != len(rb):
+        raise ValueError(f"paired difference needs the same seeds on both sides, got {len(ra)} and {len(rb)}")
+    diffs = []
+    for i, (x, y) in enumerate(zip(ra, rb)):
+        if x.shape != y.shape:
+            raise ValueError(f"seed {i}: {x.shape[0]} vs {y.shape[0]} episodes; a paired difference needs the "
+                             "same evaluation episodes on both sides (same eval seed, split and protocol)")
+        diffs.append(x - y)
+    pairs = [episode_ci95(d) for d in diffs]
+    return over_seeds([m for m, _ in pairs], [c for _, c in pairs], episodes=len(diffs[0]))
+
+
+def combine(fn: Callable[..., float], *estimates: Estimate) -> Estimate:
+    """An :class:`Estimate` of ``fn`` applied seed by seed (``fn(a_i, b_i, ...)`` for seed ``i``).
+
+    For effects that are not a plain difference of episodes, e.g. the difference of two gains, a slope over a
+    sweep, or a ratio. Every input must have the same seeds. The episode CI of the result is the root sum of
+    squares of the inputs' (exact for sums and differences of independent terms, a rough guide otherwise).
+    """
+    n = {e.n_seeds for e in estimates}
+    if len(n) != 1:
+        raise ValueError(f"combine needs the same number of seeds in every estimate, got {sorted(n)}")
+    values = [fn(*(e.seeds[i] for e in estimates)) for i in range(n.pop())]
+    ep = math.sqrt(sum(e.episode_ci95 ** 2 for e in estimates))
+    return over_seeds(values, [ep] * len(values), episodes=max(e.episodes for e in estimates))
+
+
+def difference(a: Estimate, b: Estimate) -> Estimate:
+    """``A - B`` paired by seed, when the per-episode values are not at hand (``combine`` of a minus)."""
+    return combine(lambda x, y: x - y, a, b)

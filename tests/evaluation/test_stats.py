@@ -1,0 +1,92 @@
+"""Estimates over seeds and paired differences, against scipy's t interval and loops written the slow way."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.stats
+import torch
+
+from studylib.evaluation import stats
+
+
+def test_t95_matches_tables():
+    # Student's t two-sided 95% quantiles from printed tables.
+    assert stats.t95(1) == pytest.approx(12.706, abs=1e-3)
+    assert stats.t95(2) == pytest.approx(4.303, abs=1e-3)
+    assert stats.t95(4) == pytest.approx(2.776, abs=1e-3)
+    with pytest.raises(ValueError):
+        stats.t95(0)
+
+
+def test_over_seeds_is_scipys_t_interval():
+    values = [0.61, 0.64, 0.58, 0.66]
+    est = stats.over_seeds(values)
+    lo, hi = scipy.stats.t.interval(0.95, len(values) - 1, loc=np.mean(values), scale=scipy.stats.sem(values))
+    assert est.value == pytest.approx(np.mean(values))
+    assert est.lo == pytest.approx(lo) and est.hi == pytest.approx(hi)
+    assert est.spread == pytest.approx(np.std(values, ddof=1))
+    assert est.n_seeds == 4
+
+
+def test_one_seed_falls_back_to_the_episode_ci():
+    acc = torch.tensor([0.6, 0.8, 1.0, 0.4, 0.6])
+    est = stats.accuracy([acc])
+    sd = float(np.std(acc.numpy().astype(np.float64), ddof=1))
+    assert est.value == pytest.approx(0.68)
+    assert est.ci95 == pytest.approx(1.959964 * sd / math.sqrt(5), rel=1e-6)
+    assert est.n_seeds == 1 and est.spread == 0.0 and est.episodes == 5
+
+
+def test_paired_difference_equals_per_seed_loop():
+    g = torch.Generator().manual_seed(0)
+    a = [torch.rand(50, generator=g) for _ in range(3)]
+    b = [torch.rand(50, generator=g) for _ in range(3)]
+    est = stats.paired_difference(a, b)
+    per_seed = []
+    for x, y in zip(a, b):  # the slow way
+        total = 0.0
+        for i in range(len(x)):
+            total += float(x[i]) - float(y[i])
+        per_seed.append(total / len(x))
+    assert list(est.seeds) == pytest.approx(per_seed)
+    ref = scipy.stats.t.interval(0.95, 2, loc=np.mean(per_seed), scale=scipy.stats.sem(per_seed))
+    assert (est.lo, est.hi) == pytest.approx(ref)
+    # the episode CI is that of the per-episode differences, averaged over seeds
+    ep = np.mean([1.959964 * np.std((x - y).double().numpy(), ddof=1) / math.sqrt(50) for x, y in zip(a, b)])
+    assert est.episode_ci95 == pytest.approx(ep, rel=1e-6)
+
+
+def test_paired_difference_refuses_unshared_episodes():
+    with pytest.raises(ValueError, match="same evaluation episodes"):
+        stats.paired_difference([torch.zeros(10)], [torch.zeros(12)])
+    with pytest.raises(ValueError, match="same seeds"):
+        stats.paired_difference([torch.zeros(10)] * 2, [torch.zeros(10)] * 3)
+
+
+def test_combine_applies_seed_by_seed():
+    a = stats.over_seeds([1.0, 2.0, 4.0])
+    b = stats.over_seeds([0.5, 1.0, 1.0])
+    ratio = stats.combine(lambda x, y: x / y, a, b)
+    assert list(ratio.seeds) == [2.0, 2.0, 4.0]
+    assert list(stats.difference(a, b).seeds) == [0.5, 1.0, 3.0]
+    with pytest.raises(ValueError, match="same number of seeds"):
+        stats.combine(lambda x, y: x - y, a, stats.over_seeds([1.0, 2.0]))
+
+
+def test_estimates_refuse_non_finite_and_empty_values():
+    with pytest.raises(ValueError, match="non-finite"):
+        stats.over_seeds([0.5, float("nan")])
+    with pytest.raises(ValueError, match="empty"):
+        stats.episode_ci95([])
+    with pytest.raises(ValueError, match="not finite"):
+        stats.accuracy([torch.tensor([0.2, float("nan")])])
+
+
+def test_estimate_round_trips_and_formats():
+    est = stats.over_seeds([0.1, 0.2, 0.3], [0.01, 0.02, 0.03], episodes=100)
+    assert stats.Estimate.from_dict(est.as_dict()) == est
+    assert est.fmt() == f"20.0 ± {100 * est.ci95:.1f}"
+    assert stats.over_seeds([-0.012, -0.01]).fmt(signed=True).startswith("-1.1 ±")

@@ -1,0 +1,213 @@
+"""The run store: lookups write nothing, every file is checksummed, damaged files heal or are named, a full
+disk is reported as such, files respect the umask, runs can be listed."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+import studylib
+import studylib.utils as utils
+from studylib.training.loop import Interrupted, train
+from studylib.training.runstore import RunFileError, RunStore, git_commit, provenance
+from studylib.utils import DiskFullError
+
+sys.path.insert(0, os.path.dirname(__file__))
+from test_resume import _cfg, _split, _weights, make  # noqa: E402
+
+
+def _clean_weights(tmp_path, **cfg):
+    return _weights(train(make(), _split(), _cfg(**cfg), RunStore(tmp_path / "clean").run("r", {})))
+
+
+def _interrupted(tmp_path, steps=9, **cfg):
+    """A run killed (test hook) after ``steps`` steps; 6 steps per epoch and checkpoint_every=4 give
+    checkpoints at steps 4, 6 (end of epoch 0) and 8: checkpoint.pt is step 8, checkpoint.prev.pt step 6."""
+    run = RunStore(tmp_path / "store").run("r", {})
+    with pytest.raises(Interrupted):
+        train(make(), _split(), _cfg(**cfg), run, stop_after=steps)
+    return run
+
+
+def test_lookup_writes_nothing_and_training_creates_the_folder(tmp_path):
+    store = RunStore(tmp_path / "store")
+    run = store.run("r", {"a": 1})
+    assert run.status == "missing" and run.metrics == [] and run.load_checkpoint() is None and not run.finished
+    assert store.runs() == [] and store.list_runs() == []
+    assert not (tmp_path / "store").exists()  # neither the store nor the run folder
+    train(make(), _split(), _cfg(epochs=1), run)
+    assert sorted(p.name for p in run.path.iterdir() if not p.name.startswith(".") and p.name != "tb") == [
+        "config.json", "metrics.jsonl", "result.json", "weights.pt"]  # (tb/: TensorBoard, when installed)
+
+
+def test_failed_attempt_before_any_checkpoint_leaves_no_folder(tmp_path):
+    run = RunStore(tmp_path).run("r", {})
+    with pytest.raises(Interrupted):
+        train(make(), _split(), _cfg(), run, stop_after=2)  # checkpoint_every=4: nothing to resume yet
+    assert not run.path.exists()
+
+
+def test_every_file_carries_its_sha256(tmp_path):
+    run = RunStore(tmp_path).run("r", {"x": 1})
+    train(make(), _split(), _cfg(epochs=1), run)
+    for name in ("config.json", "metrics.jsonl", "result.json", "weights.pt"):
+        digest = hashlib.sha256((run.path / name).read_bytes()).hexdigest()  # computed here, independently
+        assert (run.path / f".{name}.sha256").read_text().split()[0] == digest
+
+
+def test_flipped_byte_in_checkpoint_is_detected_and_the_previous_one_used(tmp_path):
+    """torch.load accepts a checkpoint with a byte flipped inside a tensor and returns other numbers; the
+    store's checksum catches it and resumes from the previous checkpoint, ending with the exact weights."""
+    expected = _clean_weights(tmp_path)
+    run = _interrupted(tmp_path)
+    ckpt = run.path / "checkpoint.pt"
+    good = torch.load(ckpt, weights_only=True)
+    data = bytearray(ckpt.read_bytes())
+    w = good["model"]["head.weight"]
+    raw = w.numpy().tobytes()
+    at = bytes(data).find(raw)  # the tensor's bytes inside the zip (stored uncompressed)
+    assert at > 0
+    data[at + 5] ^= 0x40
+    ckpt.write_bytes(bytes(data))
+    bad = torch.load(ckpt, weights_only=True)  # the problem: no error, different weights
+    assert not torch.equal(bad["model"]["head.weight"], w)
+    with pytest.warns(UserWarning, match=r"checkpoint.pt: is damaged .*resuming from the previous checkpoint "
+                                         r"checkpoint.prev.pt \(step 6\)"):
+        state = run.load_checkpoint()
+    assert state["global_step"] == 6
+    got = _weights(train(make(), _split(), _cfg(), RunStore(tmp_path / "store").run("r", {})))
+    assert all(torch.equal(expected[k], got[k]) for k in expected)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "empty"])
+def test_truncated_or_empty_checkpoint_falls_back_and_resumes_exactly(tmp_path, damage):
+    expected = _clean_weights(tmp_path)
+    run = _interrupted(tmp_path)
+    ckpt = run.path / "checkpoint.pt"
+    ckpt.write_bytes(ckpt.read_bytes()[: ckpt.stat().st_size // 2] if damage == "truncate" else b"")
+    with pytest.warns(UserWarning, match="is empty" if damage == "empty" else "is damaged"):
+        got = _weights(train(make(), _split(), _cfg(), RunStore(tmp_path / "store").run("r", {})))
+    assert all(torch.equal(expected[k], got[k]) for k in expected)
+
+
+def test_both_checkpoints_damaged_names_them_and_the_command(tmp_path):
+    run = _interrupted(tmp_path)
+    (run.path / "checkpoint.pt").write_bytes(b"")
+    prev = run.path / "checkpoint.prev.pt"
+    prev.write_bytes(prev.read_bytes()[:100])
+    with pytest.raises(RunFileError, match=r"no usable checkpoint: .*checkpoint.pt: is empty; .*checkpoint.prev.pt: "
+                                           r"is damaged.*rm -f .*checkpoint.pt' .*checkpoint.prev.pt'"):
+        train(make(), _split(), _cfg(), RunStore(tmp_path / "store").run("r", {}))
+
+
+def test_damaged_final_files_are_named_with_the_fix(tmp_path):
+    run = RunStore(tmp_path).run("r", {})
+    train(make(), _split(), _cfg(epochs=1), run)
+    (run.path / "result.json").write_text("")
+    with pytest.raises(RunFileError, match=r"result.json: is empty\. Delete the run folder .*rm -r"):
+        run.result()
+    w = run.path / "weights.pt"
+    w.write_bytes(w.read_bytes()[:-10])
+    with pytest.raises(RunFileError, match=r"weights.pt: is damaged .*cannot be rebuilt without training: .*rm -r"):
+        run.load_tensor("weights.pt")
+    with pytest.raises(RunFileError, match="weights.pt"):
+        train(make(), _split(), _cfg(epochs=1), run)  # a finished run loads its weights: refused, named
+
+
+def test_disk_full_at_a_checkpoint_says_so_and_loses_nothing(tmp_path, monkeypatch):
+    expected = _clean_weights(tmp_path)
+    real = utils._write_all
+    calls = {"n": 0}
+
+    def full_disk(fh, data, target):
+        if target.name == "checkpoint.pt":
+            calls["n"] += 1
+            if calls["n"] == 2:
+                raise OSError(errno.ENOSPC, "No space left on device")
+        real(fh, data, target)
+
+    monkeypatch.setattr(utils, "_write_all", full_disk)
+    run = RunStore(tmp_path / "store").run("r", {})
+    with pytest.raises(DiskFullError, match=r"the disk is full .* while writing .*checkpoint.pt .*Nothing was lost: "
+                                            r".* holds the checkpoint of step 4 .*resumes from step 4"):
+        train(make(), _split(), _cfg(), run)
+    assert not list(run.path.glob(".*.tmp"))
+    assert torch.load(run.path / "checkpoint.pt", weights_only=True)["global_step"] == 4
+    monkeypatch.setattr(utils, "_write_all", real)
+    got = _weights(train(make(), _split(), _cfg(), RunStore(tmp_path / "store").run("r", {})))
+    assert all(torch.equal(expected[k], got[k]) for k in expected)
+
+
+@pytest.mark.parametrize("umask", [0o002, 0o022])
+def test_files_respect_the_umask(tmp_path, umask):
+    old = os.umask(umask)
+    try:
+        run = RunStore(tmp_path / "store").run("r", {})
+        with pytest.raises(Interrupted):
+            train(make(), _split(), _cfg(), run, stop_after=9)  # two checkpoints: checkpoint.prev.pt too
+        train(make(), _split(), _cfg(), run)
+        (run.path / "tmp_probe").write_bytes(b"")  # what a plain open() gives under this umask
+        want = (run.path / "tmp_probe").stat().st_mode & 0o777
+        assert want == 0o666 & ~umask
+        modes = {p.name: p.stat().st_mode & 0o777 for p in run.path.iterdir() if p.is_file()}
+        assert modes and all(m == want for m in modes.values()), modes
+        assert run.path.stat().st_mode & 0o777 == 0o777 & ~umask
+    finally:
+        os.umask(old)
+
+
+def test_stale_temp_files_are_removed_only_when_no_live_writer_owns_them(tmp_path):
+    run = RunStore(tmp_path).run("r", {})
+    run.open()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)
+    host = utils._HOST
+    files = {
+        "dead": run.path / f".metrics.jsonl.{dead_pid}@{host}.abc123.tmp",
+        "live": run.path / f".checkpoint.pt.{os.getppid()}@{host}.def456.tmp",
+        "old_unowned": run.path / ".checkpoint.pt.ghi789.tmp",
+        "new_unowned": run.path / ".result.json.jkl012.tmp",
+        "other_host_new": run.path / f".weights.pt.{dead_pid}@elsewhere.mno345.tmp",
+    }
+    for f in files.values():
+        f.write_bytes(b"partial")
+    past = time.time() - 2 * utils.STALE_TMP_SECONDS
+    os.utime(files["old_unowned"], (past, past))
+    fresh = RunStore(tmp_path).run("r", {})
+    fresh.open()
+    left = {k for k, f in files.items() if f.exists()}
+    assert left == {"live", "new_unowned", "other_host_new"}
+
+
+def test_provenance_and_git_commit(tmp_path):
+    repo = os.path.dirname(os.path.dirname(studylib.__file__))
+    head = subprocess.run(["git", "-C", repo, "rev-parse", "HEAD"], capture_output=True, text=True)
+    p = provenance("cpu")
+    assert p["git_commit"] == (head.stdout.strip() if head.returncode == 0 else None)
+    assert p["studylib_version"] == studylib.__version__ and p["torch_version"] == str(torch.__version__)
+    assert p["threads"] == torch.get_num_threads() and p["device"] == "cpu"
+    assert git_commit(tmp_path) == (None, None)  # not a git checkout
+
+
+def test_list_runs_reports_status_creation_and_training_record(tmp_path):
+    store = RunStore(tmp_path)
+    train(make(), _split(), _cfg(epochs=1), store.run("done", {"k": 1}))
+    with pytest.raises(Interrupted):
+        train(make(), _split(), _cfg(), store.run("half", {"k": 2}), stop_after=5)
+    store.run("none", {"k": 3}).open()
+    broken = store.run("broken", {"k": 4})
+    train(make(), _split(), _cfg(epochs=1), broken)
+    (broken.path / "result.json").write_text("{")
+    infos = {i.name.split("-")[0]: i for i in store.list_runs()}
+    assert {k: i.status for k, i in infos.items()} == {"done": "finished", "half": "interrupted", "none": "empty",
+                                                       "broken": "damaged"}
+    assert infos["done"].training["steps"] == 6 and infos["done"].training["train_seconds"] > 0
+    assert infos["half"].training is None and infos["none"].config == {"k": 3}
+    assert all(abs(i.created - time.time()) < 600 for i in infos.values())
