@@ -60,6 +60,21 @@ def test_save_and_summary_page(tmp_path, monkeypatch, capsys):
     assert f"ignoring unreadable {path}" in capsys.readouterr().err
 
 
+def test_summary_falls_back_to_the_committed_table_of_the_reference_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path / "empty-cache"))
+    t = _table()
+    t.measure("a-beats-b", over_seeds([0.05, 0.04, 0.06]))
+    data = t.as_dict()
+    data["claims"] = [dict(c, id=s.id) for c, s in zip(data["claims"], C.static_claims("00_quickstart"))]
+    committed = tmp_path / "smoke.claims.json"
+    committed.write_text(json.dumps(data))
+    monkeypatch.setattr(C, "committed_claims_path", lambda nb, scale: committed if scale == "smoke" else tmp_path / "x")
+    page = C.summary_markdown(["00_quickstart"])
+    assert f"**{REPRODUCED}**" in page and "+5.0" in page  # the committed verdict and effect, in points
+    monkeypatch.setattr(C, "committed_claims_path", lambda nb, scale: tmp_path / "absent.json")
+    assert f"**{REPRODUCED}**" not in C.summary_markdown(["00_quickstart"])
+
+
 @dataclass
 class P:
     scale: str = param("smoke")
