@@ -24,7 +24,7 @@ NOTEBOOK = "00_quickstart"
 class Params(DataParams):
     """Parameters of ``notebooks/00_quickstart.ipynb``; the defaults are the smoke scale."""
 
-    max_classes: int | None = param(300, help="glyphs only: keep this many classes (None: all)")
+    max_classes: int | None = param(300, ge=3, help="glyphs only: keep this many classes (None: all)")
     backbone: str = param("conv4", choices=BACKBONES, help="embedding network")
     augment: str = param("none", help="training augmentation profile (studylib.data.augment.PROFILES)")
     temperature: float = param(1.0, gt=0, help="NCA temperature T: distances are divided by T")
