@@ -23,11 +23,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 import torch
-from tqdm.auto import tqdm
 
 from studylib.data import load_dataset
 from studylib.data.base import DataError, FewShotDataset, ImageSplit
 from studylib.data.samplers import check_episode
+from studylib import progress as progress_display
 from studylib.methods.base import Method
 from studylib.training import distributed
 from studylib.training.loop import Diverged, TrainConfig, build_sampler, config_dict, train
@@ -381,7 +381,7 @@ def stored_outcome(spec: RunSpec, store: RunStore | None = None) -> Outcome | No
 
 
 def run_spec(spec: RunSpec, store: RunStore | None = None, stop_after: int | None = None,
-             progress: bool = True) -> Outcome:
+             progress: bool | None = None) -> Outcome:
     """Train and evaluate ``spec``, reusing what the run store already holds.
 
     The trained weights are reused when the training configuration was trained before (whatever the
@@ -393,7 +393,8 @@ def run_spec(spec: RunSpec, store: RunStore | None = None, stop_after: int | Non
         spec: the configuration.
         store: the run store (default ``<repo>/.cache/runs`` or ``$STUDYLIB_CACHE/runs``).
         stop_after: test hook, see :func:`studylib.training.loop.train`.
-        progress: show tqdm bars.
+        progress: show the training bar (text, :mod:`studylib.progress`); None: on unless
+            ``STUDYLIB_PROGRESS=0``.
     """
     from studylib.evaluation import evaluate
     spec.check()
@@ -407,7 +408,7 @@ def run_spec(spec: RunSpec, store: RunStore | None = None, stop_after: int | Non
     check_protocol(spec, dataset)
     method, transform = build_parts(spec, dataset)
     device = get_device(spec.train.device)
-    spec.train.progress = progress
+    spec.train.progress = progress_display.resolve(progress)
     validate = make_validator(spec, dataset, transform, device)
     train(method, dataset["train"], spec.train, run, validate=validate, stop_after=stop_after)
     if not distributed.is_main():  # [dist] under torchrun rank 0 evaluates and writes the result; the others wait
@@ -451,19 +452,26 @@ def _training_record(run: Run) -> dict[str, Any]:
         return record
 
 
-def run_sweep(specs: list[RunSpec], store: RunStore | None = None, progress: bool = True,
+def run_sweep(specs: list[RunSpec], store: RunStore | None = None, progress: bool | None = None,
               backend: str | None = None) -> list[Outcome]:
-    """Run every spec, reusing finished runs; the outer bar counts runs.
+    """Run every spec, reusing finished runs.
+
+    Progress (on by default; ``progress=False`` or ``STUDYLIB_PROGRESS=0`` turns it off): one text line per run
+    over the whole sweep and the current run's training bar, prefixed ``[i/n]`` (:mod:`studylib.progress`);
+    plain text, so JupyterLab, papermill's logs and the saved notebook all show it.
 
     ``backend``: ``"local"`` (one after another in this process), ``"ray"`` (one Ray task per unfinished run,
     :mod:`studylib.experiments.sweeps`), or None: ``"ray"`` when ``$STUDYLIB_RAY_ADDRESS`` is set, else local.
     """
     from studylib.experiments import sweeps  # [ray]
+    show = progress_display.resolve(progress)
     if sweeps.choose_backend(backend) == "ray":  # [ray]
-        return sweeps.run_sweep_ray(specs, store, progress=progress)
+        return sweeps.run_sweep_ray(specs, store, progress=show)
     out = []
-    for spec in tqdm(specs, desc="runs", disable=not progress or len(specs) < 2):
-        out.append(run_spec(spec, store, progress=progress))
+    sweep = progress_display.SweepProgress(len(specs), desc="sweep", enabled=show)
+    for spec in specs:
+        with sweep.run(spec.name):
+            out.append(run_spec(spec, store, progress=show))
     return out
 
 
