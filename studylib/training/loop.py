@@ -43,7 +43,9 @@ from studylib.data.samplers import (Batch, EpisodicSampler, FixedCompositionSamp
 from studylib.methods.base import Method
 from studylib.training import distributed
 from studylib.training.runstore import CHECKPOINT, PREVIOUS, TENSORBOARD, WEIGHTS, Run, provenance
-from studylib.utils import DiskFullError, get_device, kill_point
+from studylib.utils import DiskFullError, apply_threads, get_device, kill_point
+
+apply_threads()  # torch CPU threads from STUDYLIB_THREADS (default 1; studylib.utils.configured_threads)
 
 SAMPLERS = ("episodic", "shuffled", "replacement", "fixed")
 BEST = "best.pt"  # early stopping's best validation weights, in the run folder
