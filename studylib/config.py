@@ -277,8 +277,17 @@ def parameters_cell(schema: type) -> str:
         choices = f.metadata.get("choices")
         if choices:
             help_text = (help_text + "; " if help_text else "") + "one of " + ", ".join(map(str, choices))
-        lines.append(f"{f.name} = {default!r}  # type: {_compact_type(hints[f.name])}  {help_text}".rstrip())
+        lines.append(f"{f.name} = {default!r}  # type: {_compact_type(hints[f.name])}  {_comment_text(help_text)}"
+                     .rstrip())
     return "\n".join(lines) + "\n"
+
+
+def _comment_text(text: str) -> str:
+    """``text`` without ``=``: papermill's parameter parser skips a whole line holding more than one ``=`` (the
+    parameter vanishes from ``papermill --help-notebook``), so ``a = b`` reads ``a is b`` and ``<=`` reads ``≤``."""
+    for a, b in (("<=", "≤"), (">=", "≥"), ("!=", "≠"), ("==", "=")):
+        text = text.replace(a, b)
+    return re.sub(r"\s*=\s*", " is ", text)
 
 
 def sync_parameters_cell(notebook: str) -> bool:
