@@ -256,7 +256,18 @@ def notebook_params(schema: type[T], namespace: Mapping[str, Any], baseline: set
            if k not in baseline and not k.startswith("_") and not isinstance(v, types.ModuleType)}
     values = {k: namespace[k] for k in fields if k in namespace}
     values.update({k: namespace[k] for k in new - fields - own})
-    return validate(schema, values, where=f"notebook {notebook}")
+    params = validate(schema, values, where=f"notebook {notebook}")
+    _CURRENT["notebook"] = notebook  # recorded in the runs this process trains (./study results)
+    return params
+
+
+_CURRENT: dict[str, str | None] = {"notebook": None}
+
+
+def current_notebook() -> str | None:
+    """The notebook this process runs (set by :func:`notebook_params`; else ``$STUDYLIB_NOTEBOOK``), or None."""
+    import os
+    return _CURRENT["notebook"] or os.environ.get("STUDYLIB_NOTEBOOK") or None
 
 
 def _compact_type(tp: Any) -> str:

@@ -20,7 +20,7 @@ import math
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
@@ -33,6 +33,9 @@ from studylib.training import distributed
 from studylib.training.loop import Diverged, TrainConfig, build_sampler, config_dict, train
 from studylib.training.runstore import WEIGHTS, Run, RunFileError, RunStore, provenance
 from studylib.utils import get_device, kill_point
+
+if TYPE_CHECKING:
+    from studylib.training.runlock import RunLock
 
 # Bump when a change to the runner alters results or the run layout, so stale runs are not reused.
 # 2: training and evaluation cached separately (eval-<hash>/ sub-folders), checksummed files.
@@ -410,7 +413,14 @@ def run_spec(spec: RunSpec, store: RunStore | None = None, stop_after: int | Non
     device = get_device(spec.train.device)
     spec.train.progress = progress_display.resolve(progress)
     validate = make_validator(spec, dataset, transform, device)
-    train(method, dataset["train"], spec.train, run, validate=validate, stop_after=stop_after)
+    # The run's lock says "running" to ./study results (a Ray sweep's task already holds it: then it stays theirs).
+    lock = run_lock(store, run) if distributed.is_main() else None
+    took = lock is not None and lock.acquire()
+    try:
+        train(method, dataset["train"], spec.train, run, validate=validate, stop_after=stop_after)
+    finally:
+        if took:
+            lock.release()
     if not distributed.is_main():  # [dist] under torchrun rank 0 evaluates and writes the result; the others wait
         distributed.barrier()
         return Outcome(spec, run, ev_run.result(), ev_run)
@@ -438,6 +448,16 @@ def run_spec(spec: RunSpec, store: RunStore | None = None, stop_after: int | Non
     ev_run.save_result(result)
     distributed.barrier()  # [dist]
     return Outcome(spec, run, ev_run.result(), ev_run)  # read back: a fresh and a reused run give the same object
+
+
+def run_lock(store: RunStore, run: Run) -> "RunLock":
+    """The lock of ``run`` (``<store>/.locks/<run folder>.json``; the same file Ray sweeps take)."""
+    from studylib.config import current_notebook
+    from studylib.training.runlock import RunLock
+    lock = RunLock(store.root / ".locks" / f"{run.path.name}.json")
+    if current_notebook():
+        lock.info["notebook"] = current_notebook()  # shown by ./study results while the run trains
+    return lock
 
 
 def _training_record(run: Run) -> dict[str, Any]:
