@@ -248,20 +248,35 @@ def normalisation(split: ImageSplit) -> tuple[list[float], list[float]]:
     return x.mean(dim=(0, 2, 3)).tolist(), x.std(dim=(0, 2, 3)).clamp_min(1e-3).tolist()
 
 
+INFERENCE = "inference.json"  # in the training run: what rebuilding the model without its data needs
+
+
+def data_stats(dataset: FewShotDataset) -> dict[str, Any]:
+    """What building a run's model and evaluation transform needs from its data: the training split's image
+    size, channels, class count and per-channel normalisation (:func:`normalisation`)."""
+    train_split = dataset["train"]
+    mean, std = normalisation(train_split)
+    return {"size": int(train_split.images.shape[-1]), "in_channels": int(train_split.images.shape[1]),
+            "num_classes": int(train_split.num_classes), "mean": mean, "std": std}
+
+
 def build_parts(spec: RunSpec, dataset: FewShotDataset) -> tuple[Method, Callable[[torch.Tensor], torch.Tensor]]:
     """The method (backbone, heads, training augmentation) and the evaluation transform of ``spec``."""
+    return build_parts_from(spec, data_stats(dataset))
+
+
+def build_parts_from(spec: RunSpec, stats: dict[str, Any]) -> tuple[Method, Callable[[torch.Tensor], torch.Tensor]]:
+    """:func:`build_parts` from :func:`data_stats` (a run's ``inference.json``) instead of the data set."""
     from studylib.data.augment import build_augment, eval_transform
     from studylib.methods import build_method
     from studylib.models import build_backbone
 
-    train_split = dataset["train"]
-    size = int(train_split.images.shape[-1])
-    mean, std = normalisation(train_split)
+    size, mean, std = int(stats["size"]), list(stats["mean"]), list(stats["std"])
     torch.manual_seed(spec.train.seed)
-    backbone = build_backbone(spec.backbone, in_channels=int(train_split.images.shape[1]), **spec.backbone_options)
+    backbone = build_backbone(spec.backbone, in_channels=int(stats["in_channels"]), **spec.backbone_options)
     augment = build_augment(spec.augment, size=size, mean=mean, std=std, **spec.augment_options)
     # Context a method may need besides its own options (CE's classifier size, BECLR's second augmentation).
-    context = {"num_classes": train_split.num_classes, "size": size, "mean": mean, "std": std}
+    context = {"num_classes": int(stats["num_classes"]), "size": size, "mean": mean, "std": std}
     method = build_method(spec.method, backbone=backbone, augment=augment,
                           **_accepted(spec.method, context), **spec.method_options)
 
@@ -269,6 +284,20 @@ def build_parts(spec: RunSpec, dataset: FewShotDataset) -> tuple[Method, Callabl
         return eval_transform(x, size=size, mean=mean, std=std)
 
     return method, transform
+
+
+def save_inference_record(run: Run, spec: RunSpec, dataset: FewShotDataset,
+                          cl2n_mean: torch.Tensor | None) -> None:
+    """Write the training run's ``inference.json`` once (:mod:`studylib.api` rebuilds the model from it and
+    ``config.json`` without the data): :func:`data_stats`, the spec's ``name`` and the CL2N centre (the mean
+    training feature the evaluation used, with its ``eval_mean_images``)."""
+    if run.has(INFERENCE):
+        return
+    import json
+    record = {**data_stats(dataset), "name": spec.name, "cl2n": spec.eval.cl2n,
+              "cl2n_mean_images": spec.eval.mean_images,
+              "cl2n_mean": cl2n_mean.detach().float().cpu().tolist() if cl2n_mean is not None else None}
+    run.write_bytes(INFERENCE, json.dumps(record).encode())
 
 
 def _accepted(method: str, context: dict[str, Any]) -> dict[str, Any]:
@@ -439,6 +468,7 @@ def run_spec(spec: RunSpec, store: RunStore | None = None, stop_after: int | Non
     if bad:
         raise FloatingPointError(f"the evaluation of run {run.path.name} gave non-finite accuracies for {bad}; "
                                  f"nothing was stored")
+    save_inference_record(run, spec, dataset, mean)
     ev_run.save_tensor(ACCURACIES, {f"{c}/{s}": r.accuracies.cpu() for (c, s), r in res.items()})
     kill_point("runner.before_result")
     result = {"test": {f"{c}/{s}": {"mean": r.mean, "ci95": r.ci95, "episodes": int(r.accuracies.numel())}
