@@ -124,3 +124,25 @@ def test_clear_errors(trained):
         model.classify(x[:2], [0, 1], x[3:5], classifier="nearest")
     with pytest.raises(FileNotFoundError, match="./study results lists the runs"):
         api.load_run("no-such-run", store)
+
+
+def test_spe_runs_classify_with_their_own_posterior(tmp_path):
+    base = tiny_spec()
+    spec = dataclasses.replace(base, name="spe", method="spe",
+                               method_options={"dim": 2, "sampler": "naive", "samples": 8, "eval_samples": 16},
+                               backbone_options={"hidden": 8, "last_block_plain": True, "out_channels": 4},
+                               train=dataclasses.replace(base.train, sampler="episodic", ways=4, shots=2, queries=3,
+                                                         batches_per_epoch=3, lr=0.01),
+                               eval=dataclasses.replace(base.eval, classifiers=["nearest_centroid"], cl2n=False))
+    outcome = run_spec(spec, RunStore(tmp_path), progress=False)
+    model = api.load_run(outcome)
+    method, transform, dataset = load_trained(outcome)
+    s, y, q, _ = _episode(outcome, dataset, 0)
+    pred = model.classify(s, y, q, classifier="spe")
+    with torch.no_grad():  # the reference: the method's own classifier on [1, w, n, 2d] mu || var
+        gs = torch.cat([method.gaussian_features(transform(img[None])) for img in s])
+        gq = torch.cat([method.gaussian_features(transform(img[None])) for img in q])
+        w = len(set(y))
+        ref = method.classifier()(gs.view(w, -1, gs.shape[-1])[None], gq[None])[0]
+    assert torch.allclose(pred.scores, ref, atol=1e-4) and pred.labels == ref.argmax(-1).tolist()
+    assert model.embed(s).shape[1] == 2  # embeddings are the means mu
