@@ -256,7 +256,18 @@ def notebook_params(schema: type[T], namespace: Mapping[str, Any], baseline: set
            if k not in baseline and not k.startswith("_") and not isinstance(v, types.ModuleType)}
     values = {k: namespace[k] for k in fields if k in namespace}
     values.update({k: namespace[k] for k in new - fields - own})
-    return validate(schema, values, where=f"notebook {notebook}")
+    params = validate(schema, values, where=f"notebook {notebook}")
+    _CURRENT["notebook"] = notebook  # recorded in the runs this process trains (./study results)
+    return params
+
+
+_CURRENT: dict[str, str | None] = {"notebook": None}
+
+
+def current_notebook() -> str | None:
+    """The notebook this process runs (set by :func:`notebook_params`; else ``$STUDYLIB_NOTEBOOK``), or None."""
+    import os
+    return _CURRENT["notebook"] or os.environ.get("STUDYLIB_NOTEBOOK") or None
 
 
 def _compact_type(tp: Any) -> str:
@@ -277,8 +288,17 @@ def parameters_cell(schema: type) -> str:
         choices = f.metadata.get("choices")
         if choices:
             help_text = (help_text + "; " if help_text else "") + "one of " + ", ".join(map(str, choices))
-        lines.append(f"{f.name} = {default!r}  # type: {_compact_type(hints[f.name])}  {help_text}".rstrip())
+        lines.append(f"{f.name} = {default!r}  # type: {_compact_type(hints[f.name])}  {_comment_text(help_text)}"
+                     .rstrip())
     return "\n".join(lines) + "\n"
+
+
+def _comment_text(text: str) -> str:
+    """``text`` without ``=``: papermill's parameter parser skips a whole line holding more than one ``=`` (the
+    parameter vanishes from ``papermill --help-notebook``), so ``a = b`` reads ``a is b`` and ``<=`` reads ``≤``."""
+    for a, b in (("<=", "≤"), (">=", "≥"), ("!=", "≠"), ("==", "=")):
+        text = text.replace(a, b)
+    return re.sub(r"\s*=\s*", " is ", text)
 
 
 def sync_parameters_cell(notebook: str) -> bool:

@@ -37,6 +37,44 @@ def seed_everything(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
+THREADS_ENV = "STUDYLIB_THREADS"
+# Default torch CPU threads when neither STUDYLIB_THREADS nor OMP_NUM_THREADS is set: measured with
+# benchmarks/bench_threads.py (README: Day-to-day use); on a shared 2-core machine one thread per process trains
+# faster than torch's default of one per core, and it keeps results and resumes thread-count independent.
+DEFAULT_THREADS = 1
+
+
+def configured_threads() -> int | None:
+    """The torch CPU thread count the study uses: ``$STUDYLIB_THREADS`` when set; None (keep torch's own choice)
+    when only ``$OMP_NUM_THREADS`` is set (torch already follows it); else :data:`DEFAULT_THREADS`.
+
+    Raises:
+        ValueError: ``STUDYLIB_THREADS`` is not a positive integer.
+    """
+    raw = os.environ.get(THREADS_ENV, "").strip()
+    if raw:
+        try:
+            n = int(raw)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise ValueError(f"{THREADS_ENV}={raw!r} must be a positive integer (torch CPU threads), e.g. "
+                             f"{THREADS_ENV}=1")
+        return n
+    if os.environ.get("OMP_NUM_THREADS", "").strip():
+        return None
+    return DEFAULT_THREADS
+
+
+def apply_threads() -> int:
+    """Set torch's CPU threads from :func:`configured_threads` (called when the training loop is imported, so
+    every notebook and command gets it); returns the thread count in effect."""
+    n = configured_threads()
+    if n is not None and torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    return torch.get_num_threads()
+
+
 class DiskFullError(OSError):
     """The disk (or quota) filled up while a file was written; the target file was left as it was."""
 

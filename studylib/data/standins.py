@@ -21,6 +21,8 @@ returns its path. Formats (:data:`FORMATS`):
                               10 + 4 alphabets of 10 characters x 20 drawers
 ``cub``                       ``CUB_200_2011/`` (images/, images.txt, image_class_labels.txt, classes.txt),
                               20 classes x 20 JPEGs of varying sizes
+``folder``                    your own images: ``<class>/<image>.png``, 42 classes x 20, 84 px (read with
+                              ``data='folder'``, ``split='random'``)
 ============================  ===============================================================================
 
 The images are :mod:`studylib.data.synthfs` objects drawn at the format's resolution (Omniglot: their
@@ -218,6 +220,17 @@ def write_cub(root: Path) -> None:
         (base / fname).write_text("\n".join(lines) + "\n")
 
 
+def write_folder(root: Path, classes: int = sum(COUNTS), per_class: int = PER_CLASS, size: int = 84) -> Path:
+    """Your-own-images layout ``root/<class>/<image>.png`` (``data='folder'``, ``split='random'``)."""
+    data = _draw(0, classes, per_class, size)
+    for c in range(classes):
+        folder = root / f"class_{c:03d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        for i in range(per_class):
+            Image.fromarray(data[c * per_class + i]).save(folder / f"img_{i:03d}.png")
+    return root
+
+
 FORMATS: dict[str, tuple[str, Callable[[Path], None]]] = {
     # stand-in name: (the data set whose reader reads it, writer)
     "mini_imagenet": ("mini_imagenet", write_mini_imagenet),
@@ -227,6 +240,7 @@ FORMATS: dict[str, tuple[str, Callable[[Path], None]]] = {
     "fc100": ("fc100", write_fc100),
     "omniglot": ("omniglot", write_omniglot),
     "cub": ("cub", write_cub),
+    "folder": ("folder", write_folder),
 }
 
 

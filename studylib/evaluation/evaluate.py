@@ -70,7 +70,7 @@ def extract_features(fn: Callable[[torch.Tensor], torch.Tensor], images: torch.T
     Returns:
         ``[N, D]`` float32 on ``device`` (``.cpu()`` it to cache).
     """
-    from tqdm.auto import tqdm
+    from tqdm.std import tqdm  # text, never a notebook widget (studylib.progress)
 
     if images.dim() != 4 or images.dtype != torch.uint8:
         raise DataError(f"extract_features needs uint8 [N, C, H, W] images, got {images.dtype} {tuple(images.shape)}")
@@ -243,7 +243,7 @@ def evaluate(features: torch.Tensor, labels: torch.Tensor, ways: int = 5, shots:
     Returns:
         ``{(classifier_name, shots): EvalResult}`` (see :func:`results_as_dict` for JSON).
     """
-    from tqdm.auto import tqdm
+    from tqdm.std import tqdm  # text, never a notebook widget (studylib.progress)
 
     if features.dim() != 2 or labels.shape != (features.shape[0],):
         raise DataError(f"evaluate needs features [N, D] and labels [N], got {tuple(features.shape)} and "

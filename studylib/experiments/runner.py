@@ -20,19 +20,22 @@ import math
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
-from tqdm.auto import tqdm
 
 from studylib.data import load_dataset
 from studylib.data.base import DataError, FewShotDataset, ImageSplit
 from studylib.data.samplers import check_episode
+from studylib import progress as progress_display
 from studylib.methods.base import Method
 from studylib.training import distributed
 from studylib.training.loop import Diverged, TrainConfig, build_sampler, config_dict, train
 from studylib.training.runstore import WEIGHTS, Run, RunFileError, RunStore, provenance
 from studylib.utils import get_device, kill_point
+
+if TYPE_CHECKING:
+    from studylib.training.runlock import RunLock
 
 # Bump when a change to the runner alters results or the run layout, so stale runs are not reused.
 # 2: training and evaluation cached separately (eval-<hash>/ sub-folders), checksummed files.
@@ -245,20 +248,35 @@ def normalisation(split: ImageSplit) -> tuple[list[float], list[float]]:
     return x.mean(dim=(0, 2, 3)).tolist(), x.std(dim=(0, 2, 3)).clamp_min(1e-3).tolist()
 
 
+INFERENCE = "inference.json"  # in the training run: what rebuilding the model without its data needs
+
+
+def data_stats(dataset: FewShotDataset) -> dict[str, Any]:
+    """What building a run's model and evaluation transform needs from its data: the training split's image
+    size, channels, class count and per-channel normalisation (:func:`normalisation`)."""
+    train_split = dataset["train"]
+    mean, std = normalisation(train_split)
+    return {"size": int(train_split.images.shape[-1]), "in_channels": int(train_split.images.shape[1]),
+            "num_classes": int(train_split.num_classes), "mean": mean, "std": std}
+
+
 def build_parts(spec: RunSpec, dataset: FewShotDataset) -> tuple[Method, Callable[[torch.Tensor], torch.Tensor]]:
     """The method (backbone, heads, training augmentation) and the evaluation transform of ``spec``."""
+    return build_parts_from(spec, data_stats(dataset))
+
+
+def build_parts_from(spec: RunSpec, stats: dict[str, Any]) -> tuple[Method, Callable[[torch.Tensor], torch.Tensor]]:
+    """:func:`build_parts` from :func:`data_stats` (a run's ``inference.json``) instead of the data set."""
     from studylib.data.augment import build_augment, eval_transform
     from studylib.methods import build_method
     from studylib.models import build_backbone
 
-    train_split = dataset["train"]
-    size = int(train_split.images.shape[-1])
-    mean, std = normalisation(train_split)
+    size, mean, std = int(stats["size"]), list(stats["mean"]), list(stats["std"])
     torch.manual_seed(spec.train.seed)
-    backbone = build_backbone(spec.backbone, in_channels=int(train_split.images.shape[1]), **spec.backbone_options)
+    backbone = build_backbone(spec.backbone, in_channels=int(stats["in_channels"]), **spec.backbone_options)
     augment = build_augment(spec.augment, size=size, mean=mean, std=std, **spec.augment_options)
     # Context a method may need besides its own options (CE's classifier size, BECLR's second augmentation).
-    context = {"num_classes": train_split.num_classes, "size": size, "mean": mean, "std": std}
+    context = {"num_classes": int(stats["num_classes"]), "size": size, "mean": mean, "std": std}
     method = build_method(spec.method, backbone=backbone, augment=augment,
                           **_accepted(spec.method, context), **spec.method_options)
 
@@ -266,6 +284,20 @@ def build_parts(spec: RunSpec, dataset: FewShotDataset) -> tuple[Method, Callabl
         return eval_transform(x, size=size, mean=mean, std=std)
 
     return method, transform
+
+
+def save_inference_record(run: Run, spec: RunSpec, dataset: FewShotDataset,
+                          cl2n_mean: torch.Tensor | None) -> None:
+    """Write the training run's ``inference.json`` once (:mod:`studylib.api` rebuilds the model from it and
+    ``config.json`` without the data): :func:`data_stats`, the spec's ``name`` and the CL2N centre (the mean
+    training feature the evaluation used, with its ``eval_mean_images``)."""
+    if run.has(INFERENCE):
+        return
+    import json
+    record = {**data_stats(dataset), "name": spec.name, "cl2n": spec.eval.cl2n,
+              "cl2n_mean_images": spec.eval.mean_images,
+              "cl2n_mean": cl2n_mean.detach().float().cpu().tolist() if cl2n_mean is not None else None}
+    run.write_bytes(INFERENCE, json.dumps(record).encode())
 
 
 def _accepted(method: str, context: dict[str, Any]) -> dict[str, Any]:
@@ -381,7 +413,7 @@ def stored_outcome(spec: RunSpec, store: RunStore | None = None) -> Outcome | No
 
 
 def run_spec(spec: RunSpec, store: RunStore | None = None, stop_after: int | None = None,
-             progress: bool = True) -> Outcome:
+             progress: bool | None = None) -> Outcome:
     """Train and evaluate ``spec``, reusing what the run store already holds.
 
     The trained weights are reused when the training configuration was trained before (whatever the
@@ -393,7 +425,8 @@ def run_spec(spec: RunSpec, store: RunStore | None = None, stop_after: int | Non
         spec: the configuration.
         store: the run store (default ``<repo>/.cache/runs`` or ``$STUDYLIB_CACHE/runs``).
         stop_after: test hook, see :func:`studylib.training.loop.train`.
-        progress: show tqdm bars.
+        progress: show the training bar (text, :mod:`studylib.progress`); None: on unless
+            ``STUDYLIB_PROGRESS=0``.
     """
     from studylib.evaluation import evaluate
     spec.check()
@@ -407,9 +440,16 @@ def run_spec(spec: RunSpec, store: RunStore | None = None, stop_after: int | Non
     check_protocol(spec, dataset)
     method, transform = build_parts(spec, dataset)
     device = get_device(spec.train.device)
-    spec.train.progress = progress
+    spec.train.progress = progress_display.resolve(progress)
     validate = make_validator(spec, dataset, transform, device)
-    train(method, dataset["train"], spec.train, run, validate=validate, stop_after=stop_after)
+    # The run's lock says "running" to ./study results (a Ray sweep's task already holds it: then it stays theirs).
+    lock = run_lock(store, run) if distributed.is_main() else None
+    took = lock is not None and lock.acquire()
+    try:
+        train(method, dataset["train"], spec.train, run, validate=validate, stop_after=stop_after)
+    finally:
+        if took:
+            lock.release()
     if not distributed.is_main():  # [dist] under torchrun rank 0 evaluates and writes the result; the others wait
         distributed.barrier()
         return Outcome(spec, run, ev_run.result(), ev_run)
@@ -428,6 +468,7 @@ def run_spec(spec: RunSpec, store: RunStore | None = None, stop_after: int | Non
     if bad:
         raise FloatingPointError(f"the evaluation of run {run.path.name} gave non-finite accuracies for {bad}; "
                                  f"nothing was stored")
+    save_inference_record(run, spec, dataset, mean)
     ev_run.save_tensor(ACCURACIES, {f"{c}/{s}": r.accuracies.cpu() for (c, s), r in res.items()})
     kill_point("runner.before_result")
     result = {"test": {f"{c}/{s}": {"mean": r.mean, "ci95": r.ci95, "episodes": int(r.accuracies.numel())}
@@ -437,6 +478,16 @@ def run_spec(spec: RunSpec, store: RunStore | None = None, stop_after: int | Non
     ev_run.save_result(result)
     distributed.barrier()  # [dist]
     return Outcome(spec, run, ev_run.result(), ev_run)  # read back: a fresh and a reused run give the same object
+
+
+def run_lock(store: RunStore, run: Run) -> "RunLock":
+    """The lock of ``run`` (``<store>/.locks/<run folder>.json``; the same file Ray sweeps take)."""
+    from studylib.config import current_notebook
+    from studylib.training.runlock import RunLock
+    lock = RunLock(store.root / ".locks" / f"{run.path.name}.json")
+    if current_notebook():
+        lock.info["notebook"] = current_notebook()  # shown by ./study results while the run trains
+    return lock
 
 
 def _training_record(run: Run) -> dict[str, Any]:
@@ -451,19 +502,26 @@ def _training_record(run: Run) -> dict[str, Any]:
         return record
 
 
-def run_sweep(specs: list[RunSpec], store: RunStore | None = None, progress: bool = True,
+def run_sweep(specs: list[RunSpec], store: RunStore | None = None, progress: bool | None = None,
               backend: str | None = None) -> list[Outcome]:
-    """Run every spec, reusing finished runs; the outer bar counts runs.
+    """Run every spec, reusing finished runs.
+
+    Progress (on by default; ``progress=False`` or ``STUDYLIB_PROGRESS=0`` turns it off): one text line per run
+    over the whole sweep and the current run's training bar, prefixed ``[i/n]`` (:mod:`studylib.progress`);
+    plain text, so JupyterLab, papermill's logs and the saved notebook all show it.
 
     ``backend``: ``"local"`` (one after another in this process), ``"ray"`` (one Ray task per unfinished run,
     :mod:`studylib.experiments.sweeps`), or None: ``"ray"`` when ``$STUDYLIB_RAY_ADDRESS`` is set, else local.
     """
     from studylib.experiments import sweeps  # [ray]
+    show = progress_display.resolve(progress)
     if sweeps.choose_backend(backend) == "ray":  # [ray]
-        return sweeps.run_sweep_ray(specs, store, progress=progress)
+        return sweeps.run_sweep_ray(specs, store, progress=show)
     out = []
-    for spec in tqdm(specs, desc="runs", disable=not progress or len(specs) < 2):
-        out.append(run_spec(spec, store, progress=progress))
+    sweep = progress_display.SweepProgress(len(specs), desc="sweep", enabled=show)
+    for spec in specs:
+        with sweep.run(spec.name):
+            out.append(run_spec(spec, store, progress=show))
     return out
 
 

@@ -28,7 +28,6 @@ import importlib.util
 import math
 import os
 import random
-import sys
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -36,15 +35,17 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
+from studylib import progress as progress_display
 from studylib.data.base import ImageSplit
 from studylib.data.samplers import (Batch, EpisodicSampler, FixedCompositionSampler, ReplacementSampler,
                                     ShuffledSampler)
 from studylib.methods.base import Method
 from studylib.training import distributed
 from studylib.training.runstore import CHECKPOINT, PREVIOUS, TENSORBOARD, WEIGHTS, Run, provenance
-from studylib.utils import DiskFullError, get_device, kill_point
+from studylib.utils import DiskFullError, apply_threads, get_device, kill_point
+
+apply_threads()  # torch CPU threads from STUDYLIB_THREADS (default 1; studylib.utils.configured_threads)
 
 SAMPLERS = ("episodic", "shuffled", "replacement", "fixed")
 BEST = "best.pt"  # early stopping's best validation weights, in the run folder
@@ -340,9 +341,8 @@ def _train(method: Method, train_split: ImageSplit, cfg: TrainConfig, run: Run,
     t_start = time.perf_counter()
     log_every = cfg.log_every or (1 if device.type == "cpu" else 50)
     tb = _tensorboard(run, pos.global_step) if distributed.is_main() else None  # [dist]
-    bar = tqdm(total=total, initial=pos.global_step, disable=not cfg.progress or not distributed.is_main(),
-               desc=run.path.name,
-               dynamic_ncols=True, file=sys.stdout, mininterval=1.0)
+    bar = progress_display.bar(total=total, initial=pos.global_step, desc=run.path.name,
+                               enabled=cfg.progress and distributed.is_main())
     # Per-step values stay on the device until drain() reads a block of them in one transfer.
     pending: list[tuple[dict[str, Any], torch.Tensor, dict[str, Any], int]] = []
     block = {"t": time.perf_counter(), "images": 0}

@@ -322,9 +322,12 @@ def provenance(device: torch.device | str) -> dict[str, Any]:
     device = torch.device(device)
     commit, dirty = git_commit()
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
-    return {"git_commit": commit, "git_dirty": dirty, "studylib_version": studylib.__version__,
-            "torch_version": str(torch.__version__), "python_version": platform.python_version(), "device": str(device),
-            "device_name": name, "threads": torch.get_num_threads()}
+    from studylib.config import current_notebook
+    out = {"git_commit": commit, "git_dirty": dirty, "studylib_version": studylib.__version__,
+           "torch_version": str(torch.__version__), "python_version": platform.python_version(), "device": str(device),
+           "device_name": name, "threads": torch.get_num_threads()}
+    notebook = current_notebook()
+    return {**out, "notebook": notebook} if notebook else out
 
 
 # ----------------------------------------------------------------------------------------------------- store
@@ -335,7 +338,8 @@ class RunInfo:
     """One run as :meth:`RunStore.list_runs` sees it (read-only).
 
     ``status``: ``finished``, ``interrupted`` (checkpoint, no result), ``empty`` (neither) or ``damaged`` (a
-    result.json that does not verify). ``evaluations``: one entry per finished evaluation protocol, with its
+    result.json that does not verify); :mod:`studylib.results` tells ``running`` from ``interrupted`` by the
+    run's lock (``<store>/.locks/<run>.json``, held while a process trains it). ``evaluations``: one entry per finished evaluation protocol, with its
     configuration and headline results ``{"<classifier>/<shots>": (mean, ci95)}``.
     """
 
@@ -372,7 +376,7 @@ class RunStore:
         """Every run folder with its status, creation time and headline results, oldest first. Reads only."""
         infos = []
         for p in sorted(self.root.iterdir()) if self.root.is_dir() else []:
-            if not p.is_dir():
+            if not p.is_dir() or p.name.startswith("."):  # .locks/ of the run locks
                 continue
             run = Run(p, {})
             cfg = _try_json(p / CONFIG)

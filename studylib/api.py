@@ -1,0 +1,293 @@
+"""Use what the study trained on new images: load a run as an embedding model, embed images, classify queries.
+
+::
+
+    from studylib import api
+    model = api.load_run("00_quickstart-nca-3f2a...")            # a run folder, its name in the store, or an Outcome
+    feats = model.embed("my_images/")                             # a folder, image files, or a uint8 tensor
+    pred = model.classify(support_images, support_labels, query_images, classifier="nearest_centroid")
+    pred.labels, pred.probabilities
+
+* :func:`load_run` rebuilds the run's model (backbone, method and heads) from its ``config.json`` and loads its
+  final ``weights.pt``; :func:`load_weights` does it for a ``weights.pt`` file and the :class:`RunSpec` that
+  trained it. The evaluation transform (resize to the training size, centre crop, the training split's
+  normalisation) and the CL2N centre come from the run's ``inference.json``, written when the run is evaluated;
+  for a run evaluated before that file existed, they are computed from the run's data set again (registered
+  data sets are found from the configuration; for your own data pass ``data=``).
+* :meth:`EmbeddingModel.embed` takes a folder (every image file in it, sorted by name, recursively), a list of
+  image files, or a ``[N, C, H, W]`` uint8 tensor (float in [0, 1] is accepted too); files are decoded with the
+  data readers, in the channels the model was trained on, at the training size.
+* :meth:`EmbeddingModel.classify` runs any registered classifier (:data:`studylib.evaluation.CLASSIFIERS`:
+  ``nearest_centroid``, ``soft_assignment``, ``knn``, ``logreg``, ``opta`` = OpTA + logistic regression,
+  ``opta_nearest``) on one episode made of your support set and queries, after CL2N with the training centre
+  as the study's evaluation does; ``"spe"`` uses an SPE model's own posterior (mean and variance embeddings).
+  Each class needs the same number of support images (the classifiers' episode layout).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from studylib.data.base import FewShotDataset
+
+ImagesLike = "torch.Tensor | str | Path | Sequence[str | Path]"
+
+
+@dataclass
+class Prediction:
+    """Predictions for the queries: ``labels`` (one of the support labels per query), ``scores`` ``[Q, w]`` as
+    the classifier returned them (higher = more likely), ``probabilities`` = ``softmax(scores)`` and the
+    ``classes`` (the support labels in column order)."""
+
+    labels: list[Any]
+    scores: torch.Tensor
+    classes: list[Any]
+
+    @property
+    def probabilities(self) -> torch.Tensor:
+        return self.scores.float().softmax(-1)
+
+    @property
+    def indices(self) -> torch.Tensor:
+        """``[Q]`` column index of each prediction in :attr:`classes`."""
+        return self.scores.argmax(-1)
+
+
+class EmbeddingModel:
+    """A trained method as an embedding model (see the module docstring)."""
+
+    def __init__(self, method: Any, transform: Callable[[torch.Tensor], torch.Tensor], stats: dict[str, Any],
+                 cl2n_mean: torch.Tensor | None, spec: Any = None, path: Path | None = None,
+                 device: str | torch.device = "cpu") -> None:
+        self.device = torch.device(device)
+        self.method = method.to(self.device).eval()
+        self.transform = transform
+        self.size, self.channels = int(stats["size"]), int(stats["in_channels"])
+        self.cl2n_mean = cl2n_mean.to(self.device) if cl2n_mean is not None else None
+        self.spec, self.path = spec, path
+
+    def __repr__(self) -> str:
+        what = f"{self.spec.method} / {self.spec.backbone}" if self.spec is not None else type(self.method).__name__
+        return f"EmbeddingModel({what}, {self.channels}x{self.size}x{self.size}, {self.path or 'weights'})"
+
+    # ------------------------------------------------------------------------------------------------ images
+    def images(self, images: Any) -> torch.Tensor:
+        """``images`` (folder, files, or tensor) as ``[N, C, size, size]`` uint8 in the model's channels."""
+        from studylib.data.readers import IMAGE_EXTENSIONS, decode_images, resize_images
+        if isinstance(images, torch.Tensor):
+            x = images
+            if x.dim() == 3:
+                x = x[None]
+            if x.dim() != 4:
+                raise ValueError(f"images must be [N, C, H, W] (or one [C, H, W]), got {tuple(images.shape)}")
+            if x.is_floating_point():
+                if float(x.min()) < 0 or float(x.max()) > 1:
+                    raise ValueError("float images must lie in [0, 1]; pass uint8 0..255 otherwise")
+                x = (x * 255).round().to(torch.uint8)
+            elif x.dtype != torch.uint8:
+                raise ValueError(f"images must be uint8 or float in [0, 1], got {x.dtype}")
+            if x.shape[1] != self.channels:
+                if x.shape[1] == 3 and self.channels == 1:
+                    x = (x.float() * torch.tensor([0.299, 0.587, 0.114]).view(1, 3, 1, 1)).sum(1, True) \
+                        .round().clamp(0, 255).to(torch.uint8)
+                elif x.shape[1] == 1 and self.channels == 3:
+                    x = x.expand(-1, 3, -1, -1)
+                else:
+                    raise ValueError(f"the model takes {self.channels}-channel images, got {x.shape[1]} channels")
+            return resize_images(x.cpu(), self.size) if x.shape[-1] != self.size or x.shape[-2] != self.size \
+                else x.cpu()
+        if isinstance(images, (str, Path)):
+            folder = Path(images)
+            if not folder.is_dir():
+                files = [folder]
+            else:
+                files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")
+                               and p.suffix.lower() in IMAGE_EXTENSIONS)
+                if not files:
+                    raise ValueError(f"{folder.resolve()} holds no image files (extensions "
+                                     f"{sorted(IMAGE_EXTENSIONS)})")
+        else:
+            files = [Path(p) for p in images]
+        missing = [str(p) for p in files if not p.is_file()]
+        if missing:
+            raise FileNotFoundError(f"no such image file: {', '.join(missing[:3])}")
+        return decode_images(files, self.size, mode="RGB" if self.channels == 3 else "L")
+
+    @staticmethod
+    def files(folder: str | Path) -> list[Path]:
+        """The image files :meth:`embed` reads from ``folder``, in its order."""
+        from studylib.data.readers import IMAGE_EXTENSIONS
+        return sorted(p for p in Path(folder).rglob("*") if p.is_file() and not p.name.startswith(".")
+                      and p.suffix.lower() in IMAGE_EXTENSIONS)
+
+    # ---------------------------------------------------------------------------------------------- features
+    def _features(self, images: Any, fn: Callable[[torch.Tensor], torch.Tensor], batch_size: int) -> torch.Tensor:
+        from studylib.evaluation import extract_features
+        x = self.images(images)
+        return extract_features(fn, x, self.transform, batch_size=batch_size, device=self.device,
+                                progress=False).cpu()
+
+    def embed(self, images: Any, batch_size: int = 256) -> torch.Tensor:
+        """``[N, D]`` float32 embeddings (the method's evaluation features, before CL2N) of ``images``."""
+        return self._features(images, self.method.features, batch_size)
+
+    def cl2n(self, feats: torch.Tensor) -> torch.Tensor:
+        """CL2N with the training centre (as the study's evaluation), or the features unchanged without one."""
+        from studylib.evaluation import cl2n
+        return feats if self.cl2n_mean is None else cl2n(feats, self.cl2n_mean.cpu())
+
+    # -------------------------------------------------------------------------------------------- classify
+    def classify(self, support: Any, support_labels: Sequence[Any], query: Any,
+                 classifier: str | Callable[..., torch.Tensor] = "nearest_centroid", cl2n: bool = True,
+                 batch_size: int = 256) -> Prediction:
+        """Classify ``query`` images by the labelled ``support`` images (one few-shot episode).
+
+        Args:
+            support, query: images as :meth:`embed` takes them (for folders the order is :meth:`files`).
+            support_labels: one label per support image (any hashable: ints, class names); every class needs
+                the same number of support images.
+            classifier: a registered name (:data:`studylib.evaluation.CLASSIFIERS`), a classifier callable, or
+                ``"spe"`` for an SPE model.
+            cl2n: centre with the training mean and L2-normalise first (the study's protocol; ignored for SPE).
+        """
+        from studylib.evaluation import get_classifier
+        labels = list(support_labels)
+        classes = sorted(set(labels), key=lambda c: (str(type(c)), c))
+        if len(classes) < 2:
+            raise ValueError(f"the support set needs at least 2 classes, got {classes}")
+        if classifier == "spe":
+            if not hasattr(self.method, "gaussian_features"):
+                raise ValueError(f"classifier 'spe' needs an SPE model; this one is {type(self.method).__name__}")
+            s = self._features(support, self.method.gaussian_features, batch_size)
+            q = self._features(query, self.method.gaussian_features, batch_size)
+            fn = self.method.classifier()
+        else:
+            _, fn = get_classifier(classifier)
+            s, q = self.embed(support, batch_size), self.embed(query, batch_size)
+            if cl2n:
+                s, q = self.cl2n(s), self.cl2n(q)
+        if s.shape[0] != len(labels):
+            raise ValueError(f"{s.shape[0]} support images but {len(labels)} support labels")
+        counts = {c: labels.count(c) for c in classes}
+        if len(set(counts.values())) != 1:
+            raise ValueError(f"every class needs the same number of support images (the classifiers take "
+                             f"[ways, shots] episodes); got {counts}")
+        order = [[i for i, y in enumerate(labels) if y == c] for c in classes]
+        shaped = s[torch.tensor(order)][None]  # [1, w, n, D]
+        with torch.no_grad():
+            scores = fn(shaped.to(self.device), q[None].to(self.device))[0].cpu()
+        return Prediction([classes[i] for i in scores.argmax(-1).tolist()], scores, classes)
+
+
+# -------------------------------------------------------------------------------------------------- loading
+def _find_run(run: Any, store: Any) -> Path:
+    from studylib.training.runstore import RunStore
+    if hasattr(run, "run") and hasattr(run, "spec"):  # an Outcome
+        return Path(run.run.path)
+    path = Path(run)
+    if path.is_dir():
+        return path
+    store = store if store is not None else RunStore()
+    root = Path(getattr(store, "root", store))
+    if (root / str(run)).is_dir():
+        return root / str(run)
+    matches = sorted(p for p in root.glob(f"{run}*") if p.is_dir()) if root.is_dir() else []
+    if len(matches) == 1:
+        return matches[0]
+    hint = f"; it matches {', '.join(p.name for p in matches[:5])}" if matches else \
+        "; ./study results lists the runs"
+    raise FileNotFoundError(f"no run {run!r} (a run folder, or a run name or prefix in {root}){hint}")
+
+
+def spec_from_config(config: dict[str, Any], name: str = "run") -> Any:
+    """The :class:`RunSpec` a training run's ``config.json`` describes (its evaluation protocol is the default)."""
+    from studylib.experiments.runner import DataSpec, RunSpec
+    from studylib.training.loop import TrainConfig
+    data = config.get("data") or {}
+    if "content_sha256" in data:
+        dspec = DataSpec("memory", None, {"content": data["content_sha256"]})
+    else:
+        dspec = DataSpec(data.get("name", "glyphs"), data.get("root"), dict(data.get("options") or {}))
+    train = {k: v for k, v in (config.get("train") or {}).items() if k in TrainConfig.__dataclass_fields__}
+    return RunSpec(name=name, data=dspec, backbone=config["backbone"],
+                   backbone_options=dict(config.get("backbone_options") or {}), method=config["method"],
+                   method_options=dict(config.get("method_options") or {}), augment=config.get("augment", "none"),
+                   augment_options=dict(config.get("augment_options") or {}), train=TrainConfig(**train))
+
+
+def _stats_from_data(spec: Any, data: FewShotDataset | None) -> tuple[dict[str, Any], torch.Tensor | None, bool]:
+    """``(stats, None, False)`` from the run's data set (for runs without ``inference.json``)."""
+    from studylib.experiments.runner import data_stats
+    if data is None:
+        if spec.data.name in ("memory", "folder"):
+            raise ValueError("this run was trained on your own data and has no inference.json (it was evaluated "
+                             "before that file existed): pass the data set, load_run(..., data=dataset)")
+        data = spec.data.load()
+    return data_stats(data), None, False
+
+
+def _model(spec: Any, weights: dict[str, torch.Tensor], stats: dict[str, Any], cl2n_mean: torch.Tensor | None,
+           path: Path | None, device: str | torch.device, compute_mean_from: FewShotDataset | None
+           ) -> EmbeddingModel:
+    from studylib.experiments.runner import build_parts_from
+    method, transform = build_parts_from(spec, stats)
+    method.load_state_dict(weights)
+    model = EmbeddingModel(method, transform, stats, cl2n_mean, spec, path, device)
+    if cl2n_mean is None and compute_mean_from is not None:
+        from studylib.experiments.runner import mean_subset
+        train = mean_subset(compute_mean_from["train"], None)  # all training images, as EvalSpec(mean_images=None)
+        model.cl2n_mean = model.embed(train.images).mean(0).to(model.device)
+    return model
+
+
+def load_run(run: Any, store: Any = None, data: FewShotDataset | None = None,
+             device: str | torch.device = "cpu") -> EmbeddingModel:
+    """A finished training run as an :class:`EmbeddingModel`.
+
+    Args:
+        run: a run folder, a run folder's name (or a unique prefix of it) in ``store``, or an ``Outcome``.
+        store: a :class:`RunStore` or folder (default: the study's run store).
+        data: the run's data set, needed only for runs on your own data that have no ``inference.json``.
+        device: where to run the model.
+    """
+    from studylib.training.runstore import CONFIG, WEIGHTS, Run, RunFileError
+    path = _find_run(run, store)
+    r = Run(path, {})
+    if not r.finished or not r.has(WEIGHTS):
+        raise RunFileError(path, f"is not a finished training run (status {r.status}, "
+                                 f"weights.pt {'present' if r.has(WEIGHTS) else 'missing'})",
+                           "Train it to the end first (re-run the notebook), or pick a finished run from "
+                           "./study results --status finished")
+    config = json.loads(r.read_bytes(CONFIG))
+    record = json.loads(r.read_bytes("inference.json")) if r.has("inference.json") else None
+    spec = spec_from_config(config, (record or {}).get("name", path.name.rsplit("-", 1)[0]))
+    if isinstance(data, FewShotDataset):
+        from studylib.experiments.runner import DataSpec
+        spec.data = DataSpec.of(data)
+    if record is not None:
+        mean = record.get("cl2n_mean")
+        stats, cl2n_mean, need = record, (torch.tensor(mean) if mean is not None else None), False
+    else:
+        stats, cl2n_mean, _ = _stats_from_data(spec, data)
+        need = True
+    dataset = (data if data is not None else spec.data.load()) if need else None
+    return _model(spec, r.load_tensor(WEIGHTS), stats, cl2n_mean, path, device, dataset)
+
+
+def load_weights(weights: str | Path | dict[str, torch.Tensor], spec: Any, data: FewShotDataset | None = None,
+                 device: str | torch.device = "cpu") -> EmbeddingModel:
+    """An :class:`EmbeddingModel` from a ``weights.pt`` (file or state dict) and the ``RunSpec`` that trained it;
+    the transform and CL2N centre come from ``data`` (default: the spec's data set)."""
+    state = torch.load(weights, map_location="cpu", weights_only=True) if isinstance(weights, (str, Path)) \
+        else weights
+    dataset = data if data is not None else spec.data.load()
+    from studylib.experiments.runner import data_stats
+    return _model(spec, state, data_stats(dataset), None, None, device, dataset)
+
+
+__all__ = ["EmbeddingModel", "Prediction", "load_run", "load_weights", "spec_from_config"]

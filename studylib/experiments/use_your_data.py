@@ -1,0 +1,176 @@
+"""Notebook 90_use_your_data: train on a folder of your own images, browse the run, classify new images.
+
+Not a reproduction: it shows the day-to-day path a user takes with their own data. With ``data_root`` unset
+(the smoke scale) the notebook first writes a small example folder (``<class>/<image>.png``) itself; point
+``data_root`` at your own ``root/<class>/*`` folder to use yours (``split='random'``: a seeded class-disjoint
+split; ``'given'``: ``root/{train,val,test}/<class>/``; ``'alphabet'``: ``root/<superclass>/<class>/``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+from studylib.config import ParamError, param
+from studylib.evaluation import stats
+from studylib.evaluation.verdicts import Claim, Expectation
+from studylib.experiments.claims import ClaimsTable
+from studylib.experiments.common import BACKBONES, DataParams, check_data_params
+from studylib.experiments.runner import DataSpec, EvalSpec, Outcome, RunSpec, run_sweep
+from studylib.training.loop import TrainConfig
+
+NOTEBOOK = "90_use_your_data"
+CLASSIFIERS = ("nearest_centroid", "soft_assignment")
+
+
+@dataclass
+class Params(DataParams):
+    """Parameters of ``notebooks/90_use_your_data.ipynb``; the defaults are the smoke scale."""
+
+    data: str = param("folder", choices=("folder",), help="your own images (the layout is chosen by split)")
+    data_root: str | None = param(None, help="your image folder (relative: to the repository root); None: the "
+                                             "notebook writes a small example folder and uses it; standin:folder "
+                                             "for the check scale", cut=True)
+    split: str = param("random", choices=("random", "given", "alphabet"),
+                       help="random (root/<class>/), given (root/{train,val,test}/<class>/) or alphabet "
+                            "(root/<superclass>/<class>/)")
+    example_classes: int = param(30, ge=10, help="example folder (data_root None): classes")
+    example_images: int = param(12, ge=6, help="example folder (data_root None): images per class")
+    backbone: str = param("conv4", choices=BACKBONES, help="embedding network")
+    hidden: int = param(32, ge=1, help="conv4 only: filters per block")
+    epochs: int = param(4, ge=1, help="training epochs", cut=True)
+    batch_size: int = param(64, ge=2, help="NCA batch size (images)", cut=True)
+    max_steps: int | None = param(None, ge=1, help="stop after this many optimiser steps (None: all epochs)",
+                                  cut=True)
+    lr: float = param(0.05, gt=0, help="SGD learning rate")
+    eval_ways: int = param(5, ge=2)
+    eval_shots: list[int] = param([1, 5], ge=1)
+    eval_queries: int = param(5, ge=1)
+    eval_episodes: int = param(300, ge=1, help="test episodes per model", cut=True)
+    seeds: list[int] = param([0, 1, 2], help="training seeds", cut=True)
+    device: str = param("auto", help="'auto' (CUDA when present), 'cpu' or 'cuda'")
+
+    def check(self) -> None:
+        # data_root None is allowed here: the notebook writes its example folder
+        check_data_params(self.data, self.data_root or "example", self.split)
+        if not self.seeds:
+            raise ParamError("seeds is empty; give at least one training seed, e.g. [0, 1]")
+        if self.eval_queries + max(self.eval_shots) > self.example_images and self.data_root is None:
+            raise ParamError(f"the example folder has example_images={self.example_images} per class but an episode "
+                             f"needs {max(self.eval_shots)} shots + {self.eval_queries} queries; raise "
+                             f"example_images or lower eval_queries")
+
+
+def example_folder(p: Params) -> Path:
+    """Where the example folder lives: ``<cache>/use_your_data/example-<classes>x<images>/``."""
+    from studylib.utils import default_cache_dir
+    return default_cache_dir() / "use_your_data" / f"example-{p.example_classes}x{p.example_images}"
+
+
+def write_example_folder(p: Params) -> Path:
+    """Write (once) a small folder of images ``<class>/<image>.png`` (synthetic objects, one class each) and
+    return it: the kind of folder a user points ``data_root`` at."""
+    from studylib.data.standins import write_folder
+    root = example_folder(p)
+    if not root.is_dir() or len(list(root.iterdir())) != p.example_classes:
+        tmp = root.with_name(root.name + ".tmp")
+        import shutil
+        shutil.rmtree(tmp, ignore_errors=True)
+        write_folder(tmp, classes=p.example_classes, per_class=p.example_images, size=p.image_size)
+        shutil.rmtree(root, ignore_errors=True)
+        tmp.rename(root)
+    return root
+
+
+def data_root(p: Params) -> str:
+    """The folder the notebook trains on: ``data_root``, or the example folder (written on first use)."""
+    return p.data_root if p.data_root else str(write_example_folder(p))
+
+
+def data_spec(p: Params) -> DataSpec:
+    return DataSpec("folder", data_root(p), {"size": p.image_size, "split": p.split})
+
+
+def load_data(p: Params):
+    return data_spec(p).load()
+
+
+def spec_from_params(p: Params, seed: int) -> RunSpec:
+    return RunSpec(
+        name=f"{NOTEBOOK}-nca", data=data_spec(p), backbone=p.backbone,
+        backbone_options={"hidden": p.hidden} if p.backbone == "conv4" else {}, method="nca", augment="none",
+        train=TrainConfig(epochs=p.epochs, sampler="shuffled", batch_size=p.batch_size, lr=p.lr,
+                          milestones=[0.7], max_steps=p.max_steps, seed=seed, device=p.device, scale=p.scale),
+        eval=EvalSpec(ways=p.eval_ways, shots=list(p.eval_shots), queries=p.eval_queries, episodes=p.eval_episodes,
+                      classifiers=list(CLASSIFIERS), val_episodes=0, seed=0))
+
+
+def run(p: Params, progress: bool = True) -> list[Outcome]:
+    """Train (or load) one NCA model per seed on the folder; ``[outcome per seed]``."""
+    return run_sweep([spec_from_params(p, s) for s in p.seeds], progress=progress)
+
+
+def accuracy(outcomes: list[Outcome], classifier: str, shots: int) -> stats.Estimate:
+    return stats.accuracy([o.accuracies(classifier, shots) for o in outcomes])
+
+
+def results_table(p: Params, outcomes: list[Outcome]) -> list[dict[str, Any]]:
+    return [{"classifier": c, "shots": s, "accuracy (%)": accuracy(outcomes, c, s).fmt()}
+            for c in CLASSIFIERS for s in sorted(p.eval_shots)]
+
+
+def new_images(p: Params, dataset: Any, out: Path, shots: int = 1) -> tuple[list[Path], list[str], list[Path],
+                                                                            list[str]]:
+    """A few-shot task on unseen classes as files: for ``eval_ways`` test classes, ``shots`` support images
+    and the rest as "new" query images, written as PNGs under ``out/{support,new}/``.
+
+    Returns ``(support_files, support_labels, query_files, query_truth)`` (labels are the class names).
+    """
+    from PIL import Image
+    test = dataset["test"]
+    out.mkdir(parents=True, exist_ok=True)
+    support, labels, query, truth = [], [], [], []
+    for c in range(min(p.eval_ways, test.num_classes)):
+        idx = (test.labels == c).nonzero().flatten().tolist()
+        name = test.class_names[c]
+        for j, i in enumerate(idx[:shots + 3]):
+            kind = "support" if j < shots else "new"
+            path = out / kind / f"{name}_{j}.png"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            img = test.images[i]
+            Image.fromarray(img.permute(1, 2, 0).squeeze(-1).numpy()).save(path)
+            (support if j < shots else query).append(path)
+            (labels if j < shots else truth).append(name)
+    return support, labels, query, truth
+
+
+def claims(p: Params, outcomes: list[Outcome] | None = None) -> ClaimsTable:
+    """One sanity claim (not a paper's): the embedding separates unseen classes of the folder above chance."""
+    shots = min(p.eval_shots)
+    rows = [Claim("above-chance", f"{p.eval_ways}-way {shots}-shot accuracy on unseen classes of the folder is "
+                                  f"above chance", "-", f"chance is {100 / p.eval_ways:.0f}%",
+                  f"nearest centroid accuracy - 1/{p.eval_ways}, {shots}-shot", Expectation("greater"))]
+    table = ClaimsTable(NOTEBOOK, p.scale, rows)
+    if outcomes is not None:
+        chance = 1 / p.eval_ways
+        table.measure("above-chance", stats.combine(lambda a: a - chance,
+                                                    accuracy(outcomes, "nearest_centroid", shots)))
+    return table
+
+
+def reference_values(p: Params, outcomes: list[Outcome]) -> dict[str, Any]:
+    out: dict[str, Any] = {f"{c}/{s}": accuracy(outcomes, c, s) for c in CLASSIFIERS for s in p.eval_shots}
+    out["test_images"] = int(sum(len(o.spec.data.load()["test"]) for o in outcomes[:1]))
+    return out
+
+
+def prediction_table(pred: Any, query_files: list[Path], truth: list[str]) -> list[dict[str, Any]]:
+    probs = pred.probabilities
+    return [{"image": f.name, "predicted": y, "probability": round(float(probs[i].max()), 3), "true": t}
+            for i, (f, y, t) in enumerate(zip(query_files, pred.labels, truth))]
+
+
+__all__ = ["Params", "NOTEBOOK", "run", "claims", "reference_values", "write_example_folder", "new_images",
+           "results_table", "load_data", "data_root"]

@@ -1,0 +1,93 @@
+"""./study results (issue 13): every run with notebook, method, data, parameters, status, time, commit, device
+and headline accuracies; filters; CSV and LaTeX exports; reads only."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from studylib import config, results
+from studylib.experiments.runner import run_lock, run_spec
+from studylib.training.loop import Interrupted
+from studylib.training.runstore import RunStore
+
+sys.path.insert(0, str(Path(__file__).parent / "experiments"))
+from test_runner_guards import tiny_spec  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    store = RunStore(tmp_path_factory.mktemp("store"))
+    old = config._CURRENT["notebook"]
+    config._CURRENT["notebook"] = "00_quickstart"
+    try:
+        run_spec(tiny_spec(), store, progress=False)
+        config._CURRENT["notebook"] = "99_other"
+        other = tiny_spec()
+        other = dataclasses.replace(other, name="pn", method="pn",
+                                    train=dataclasses.replace(other.train, sampler="episodic", ways=4, shots=2,
+                                                              queries=3, batches_per_epoch=4))
+        with pytest.raises(Interrupted):
+            run_spec(other, store, stop_after=4, progress=False)
+    finally:
+        config._CURRENT["notebook"] = old
+    return store
+
+
+def test_rows_show_status_provenance_and_accuracies(store):
+    table = results.rows(store)
+    assert [r.status for r in table] == ["finished", "interrupted"]
+    done, cut = table
+    assert done.notebook == "00_quickstart" and done.method == "nca" and done.data.startswith("own data (sha256 ")
+    assert "conv4" in done.params and "seed0" in done.params and done.device == "cpu"
+    assert done.commit != "" and done.created[:2] == "20" and done.protocol.startswith("5-way 3q 20 ep")
+    assert set(done.accuracies) == {"nearest_centroid/1", "nearest_centroid/2", "knn/1", "knn/2"}
+    assert all(0 <= m <= 1 and c >= 0 for m, c in done.accuracies.values())
+    assert cut.method == "pn" and cut.notebook == "-" and cut.accuracies == {} and "4w2s" in cut.params
+    assert [r.method for r in results.rows(store, method="pn")] == ["pn"]
+    assert [r.method for r in results.rows(store, notebook="00")] == ["nca"]
+    assert results.rows(store, data="mini") == []
+
+
+def test_a_run_whose_lock_is_held_is_running(store):
+    [cut] = [r for r in results.rows(store) if r.method == "pn"]
+    config._CURRENT["notebook"], old = "99_other", config._CURRENT["notebook"]
+    lock = run_lock(store, store.run("x", {}).__class__(Path(cut.path), {}))
+    config._CURRENT["notebook"] = old
+    assert lock.acquire()
+    try:
+        [row] = results.rows(store, method="pn")
+        assert row.status == "running" and row.notebook == "99_other"
+    finally:
+        lock.release()
+    assert [r.status for r in results.rows(store, method="pn")] == ["interrupted"]
+
+
+def test_csv_and_latex_exports(store, tmp_path):
+    table = results.rows(store)
+    rows = list(csv.DictReader(io.StringIO(results.to_csv(table))))
+    assert [r["status"] for r in rows] == ["finished", "interrupted"]
+    assert float(rows[0]["nearest_centroid/1 mean"]) == table[0].accuracies["nearest_centroid/1"][0]
+    assert rows[1]["nearest_centroid/1 mean"] == ""
+    tex = results.to_latex(table)
+    assert tex.startswith(r"\begin{tabular}{lllll" + "cccc}") and r"00\_quickstart" in tex and r"\pm" in tex
+    assert tex.count(r"\\") == 3 and tex.rstrip().endswith(r"\end{tabular}")
+
+
+def test_cli_writes_files_and_never_writes_into_the_store(store, tmp_path):
+    before = sorted((p, p.stat().st_mtime_ns) for p in store.root.rglob("*"))
+    out = subprocess.run([sys.executable, "-m", "studylib.results", "--store", str(store.root), "--csv",
+                          str(tmp_path / "r.csv"), "--latex", str(tmp_path / "r.tex")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "r.csv").read_text().count("\n") == 3 and "tabular" in (tmp_path / "r.tex").read_text()
+    shown = subprocess.run([sys.executable, "-m", "studylib.results", "--store", str(store.root), "--notebook",
+                            "quickstart"], capture_output=True, text=True)
+    assert shown.returncode == 0 and shown.stdout.splitlines()[0].startswith("notebook")
+    assert len(shown.stdout.splitlines()) == 2 and "nearest_centroid/1" in shown.stdout
+    assert sorted((p, p.stat().st_mtime_ns) for p in store.root.rglob("*")) == before
