@@ -52,10 +52,31 @@ def resolve(name: str, folder: Path | None = None) -> str:
     raise ValueError(f"no notebook {name!r} in {folder or notebooks_dir()}: {hint}")
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def strip_stale_widgets(path: Path) -> bool:
+    """Remove a notebook's saved widget state (``metadata.widgets``) when no output shows a widget any more
+    (progress bars are text now; papermill keeps the old state of an earlier run). True if it changed."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    if "widgets" not in nb.get("metadata", {}):
+        return False
+    if any(WIDGET_VIEW in o.get("data", {}) for c in nb.get("cells", []) for o in c.get("outputs", [])):
+        return False
+    del nb["metadata"]["widgets"]
+    from studylib.utils import atomic_write_text
+    atomic_write_text(path, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+    return True
+
+
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("list", "resolve"):
-        print("usage: python -m studylib.notebooks list | resolve NAME...", file=sys.stderr)
+    if not argv or argv[0] not in ("list", "resolve", "strip-widgets"):
+        print("usage: python -m studylib.notebooks list | resolve NAME... | strip-widgets FILE...", file=sys.stderr)
         return 2
+    if argv[0] == "strip-widgets":
+        for f in argv[1:]:
+            strip_stale_widgets(Path(f))
+        return 0
     if argv[0] == "list":
         all_names = names()
         width = max(map(len, all_names), default=0)

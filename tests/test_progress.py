@@ -68,3 +68,15 @@ def test_committed_notebooks_hold_no_progress_widgets(nb):
     cells = json.loads((REPO / "notebooks" / nb).read_text())["cells"]
     frozen = [i for i, c in enumerate(cells) for o in c.get("outputs", []) if WIDGET in o.get("data", {})]
     assert not frozen, f"{nb}: cells {frozen} hold tqdm widgets; re-run ./study reference {nb[:-6]}"
+
+
+def test_stale_widget_state_is_stripped(tmp_path):
+    from studylib.notebooks import strip_stale_widgets
+    nb = {"cells": [{"cell_type": "code", "outputs": [{"output_type": "stream", "text": "x"}]}],
+          "metadata": {"widgets": {"state": {}}, "kernelspec": {}}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "a.ipynb"
+    path.write_text(json.dumps(nb))
+    assert strip_stale_widgets(path) and json.loads(path.read_text())["metadata"] == {"kernelspec": {}}
+    nb["cells"][0]["outputs"] = [{"output_type": "display_data", "data": {WIDGET: {}}}]
+    path.write_text(json.dumps(nb))
+    assert not strip_stale_widgets(path)  # a live widget keeps its state

@@ -21,7 +21,7 @@ returns its path. Formats (:data:`FORMATS`):
                               10 + 4 alphabets of 10 characters x 20 drawers
 ``cub``                       ``CUB_200_2011/`` (images/, images.txt, image_class_labels.txt, classes.txt),
                               20 classes x 20 JPEGs of varying sizes
-``folder``                    your own images: ``<class>/<image>.png``, 42 classes x 20, 84 px (read with
+``folder``                    your own images: ``<class>/<image>.png``, 25 classes x 20, 84 px (read with
                               ``data='folder'``, ``split='random'``)
 ============================  ===============================================================================
 
@@ -220,7 +220,7 @@ def write_cub(root: Path) -> None:
         (base / fname).write_text("\n".join(lines) + "\n")
 
 
-def write_folder(root: Path, classes: int = sum(COUNTS), per_class: int = PER_CLASS, size: int = 84) -> Path:
+def write_folder(root: Path, classes: int = 25, per_class: int = PER_CLASS, size: int = 84) -> Path:
     """Your-own-images layout ``root/<class>/<image>.png`` (``data='folder'``, ``split='random'``)."""
     data = _draw(0, classes, per_class, size)
     for c in range(classes):

@@ -49,6 +49,8 @@ class Params(DataParams):
     eval_shots: list[int] = param([1, 5], ge=1)
     eval_queries: int = param(5, ge=1)
     eval_episodes: int = param(300, ge=1, help="test episodes per model", cut=True)
+    eval_mean_images: int | None = param(None, ge=1, help="CL2N centre from this many training images (None: all)",
+                                         cut=True)
     seeds: list[int] = param([0, 1, 2], help="training seeds", cut=True)
     device: str = param("auto", help="'auto' (CUDA when present), 'cpu' or 'cuda'")
 
@@ -104,7 +106,8 @@ def spec_from_params(p: Params, seed: int) -> RunSpec:
         train=TrainConfig(epochs=p.epochs, sampler="shuffled", batch_size=p.batch_size, lr=p.lr,
                           milestones=[0.7], max_steps=p.max_steps, seed=seed, device=p.device, scale=p.scale),
         eval=EvalSpec(ways=p.eval_ways, shots=list(p.eval_shots), queries=p.eval_queries, episodes=p.eval_episodes,
-                      classifiers=list(CLASSIFIERS), val_episodes=0, seed=0))
+                      classifiers=list(CLASSIFIERS), val_episodes=0, seed=0,
+                      mean_images=p.eval_mean_images))
 
 
 def run(p: Params, progress: bool = True) -> list[Outcome]:
