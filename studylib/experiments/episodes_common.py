@@ -42,7 +42,7 @@ class CommonParams(DataParams):
     backbone: str = param("conv4", choices=BACKBONES, help="embedding network")
     conv4_hidden: int = param(64, ge=1, help="conv4 only: filters per block (64 in Snell et al.; fewer is faster)")
     augment: str = param("none", help="training augmentation profile (studylib.data.augment.PROFILES)")
-    nca_temperature: float = param(1.0, gt=0, help="NCA temperature T (distances divided by T); PN/MN use T = 1")
+    nca_temperature: float = param(1.0, gt=0, help="NCA temperature T (distances divided by T); PN and MN use T of 1")
     nca_projection_dim: int | None = param(None, ge=1, help="NCA through a linear projection used only in training")
     epochs: int = param(1, ge=1, help="training epochs of every run", cut=True)
     images_per_epoch: int | None = param(None, ge=1, help="images per epoch of every run (None: training split size)",
