@@ -41,7 +41,7 @@ class Params(SweepParams):
     """Parameters of ``notebooks/02_batch_size_sweep.ipynb`` (``params/02_batch_size_sweep/*.yaml``).
 
     Smoke (the defaults): synthfs at 16 px, Conv4-32, batch sizes 64 and 128 (the paper: 128/256/512), 1-shot
-    ``m+n = 8`` and 5-shot ``m+n = 16`` episodes (the paper also 5-shot 8 and 32), 3840 training images per
+    ``m+n = 8`` and 5-shot ``m+n = 16`` episodes (the paper also 5-shot 8 and 32), 7680 training images per
     model, three seeds, 500 validation episodes per model and seed.
     """
 
