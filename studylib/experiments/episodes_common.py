@@ -24,7 +24,8 @@ from typing import Any, Iterable, Sequence
 import torch
 
 from studylib.config import param
-from studylib.experiments.common import BACKBONES, CLASSIFIERS, DataParams, data_spec, load_data
+from studylib.evaluation import stats
+from studylib.experiments.common import BACKBONES, CLASSIFIERS, FEW_SHOT_DATASETS, DataParams, data_spec, load_data
 from studylib.experiments.runner import EvalSpec, Outcome, RunSpec, run_sweep
 from studylib.training.loop import OPTIMIZERS, SCHEDULES, TrainConfig
 from studylib.utils import mean_ci95
@@ -41,10 +42,11 @@ class CommonParams(DataParams):
     backbone: str = param("conv4", choices=BACKBONES, help="embedding network")
     conv4_hidden: int = param(64, ge=1, help="conv4 only: filters per block (64 in Snell et al.; fewer is faster)")
     augment: str = param("none", help="training augmentation profile (studylib.data.augment.PROFILES)")
-    nca_temperature: float = param(1.0, gt=0, help="NCA temperature T (distances divided by T); PN/MN use T = 1")
+    nca_temperature: float = param(1.0, gt=0, help="NCA temperature T (distances divided by T); PN and MN use T of 1")
     nca_projection_dim: int | None = param(None, ge=1, help="NCA through a linear projection used only in training")
-    epochs: int = param(1, ge=1, help="training epochs of every run")
-    images_per_epoch: int | None = param(None, ge=1, help="images per epoch of every run (None: training split size)")
+    epochs: int = param(1, ge=1, help="training epochs of every run", cut=True)
+    images_per_epoch: int | None = param(None, ge=1, help="images per epoch of every run (None: training split size)",
+                                         cut=True)
     optimizer: str = param("sgd", choices=OPTIMIZERS)
     lr: float = param(0.1, gt=0)
     momentum: float = param(0.9, ge=0, lt=1)
@@ -53,10 +55,10 @@ class CommonParams(DataParams):
     milestones: list[float] = param([0.7], ge=0, le=1, help="fractions of training where the step schedule decays")
     eval_ways: int = param(5, ge=2)
     eval_queries: int = param(15, ge=1)
-    eval_episodes: int = param(1000, ge=1, help="evaluation episodes per model (paper: 10,000)")
+    eval_episodes: int = param(1000, ge=1, help="evaluation episodes per model (paper: 10,000)", cut=True)
     eval_split: str = param("val", choices=("val", "test"), help="split the figures are measured on")
-    val_episodes: int = param(0, ge=0, help="validation episodes after each epoch (0: none)")
-    seeds: list[int] = param([0], help="training seeds; episodes of all seeds are pooled for the CI95")
+    val_episodes: int = param(0, ge=0, help="validation episodes after each epoch (0: none)", cut=True)
+    seeds: list[int] = param([0], help="training seeds; episodes of all seeds are pooled for the CI95", cut=True)
     device: str = param("auto", help="'auto' (CUDA when present), 'cpu' or 'cuda'")
 
     def check(self) -> None:
@@ -65,6 +67,36 @@ class CommonParams(DataParams):
             raise ValueError("seeds is empty; give at least one training seed, e.g. [0]")
         if self.epochs < 1 or self.eval_episodes < 1:
             raise ValueError(f"epochs and eval_episodes must be >= 1, got {self.epochs} and {self.eval_episodes}")
+
+
+@dataclass
+class SweepParams(CommonParams):
+    """:class:`CommonParams` of the Fig. 2 / Fig. 3 sweeps (notebooks 02 and 03), on the notebook contract.
+
+    The smoke defaults use ``synthfs`` (100 generated classes x 600 images, CIFAR-FS's 64/16/20 split): seed
+    000's sweeps concern data where a random batch holds many same-class pairs (600 images per class), which
+    the glyph set (20 per class) does not have (issue 8). Images are drawn at 16 px and the Conv4 has 32
+    filters, every model trains on the same ``train_images`` images (a few dozen steps) and three training
+    seeds are trained for every model, so that each verdict rests on the seed-to-seed variance.
+    """
+
+    data: str = param("synthfs", choices=FEW_SHOT_DATASETS, help="data set; 'glyphs' and 'synthfs' are generated, "
+                                                                  "others need data_root; 'folder' is your own images")
+    image_size: int = param(16, ge=1, help="side of the square images fed to the network")
+    max_classes: int | None = param(None, ge=3, help="glyphs only: keep this many classes (None: all)")
+    conv4_hidden: int = param(32, ge=1, help="conv4 only: filters per block (64 in Snell et al.; fewer is faster)")
+    eval_episodes: int = param(500, ge=1, help="evaluation episodes per model and seed (paper: 10,000)", cut=True)
+    seeds: list[int] = param([0, 1, 2], help="training seeds; every estimate is a mean over seeds with Student's "
+                                             "t interval (the paper: 3)", cut=True)
+    train_images: int | None = param(7680, ge=1, help="images each model trains on in all: it stops after "
+                                                      "train_images // b steps (None: all epochs)", cut=True)
+    eval_mean_images: int | None = param(2000, ge=1, help="CL2N centre from this many training images (None: all)",
+                                         cut=True)
+
+    def check(self) -> None:
+        super().check()
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds {self.seeds} repeat a seed; give distinct training seeds, e.g. [0, 1, 2]")
 
 
 def episode_shape(batch_size: int, shots: int, per_class: int) -> tuple[int, int, int]:
@@ -188,9 +220,15 @@ def make_spec(p: Any, v: Variant, seed: int, train_images: int, eval_shots: Sequ
         opts["sq_split"] = v.sq_split
     if v.fraction < 1.0:
         opts["pos_fraction"] = opts["neg_fraction"] = v.fraction
+    max_images = getattr(p, "train_images", None)  # SweepParams only: every model sees the same images in all
+    if max_images is not None and max_images < v.batch_size:
+        raise ValueError(f"train_images={max_images} is smaller than the batch of {v.batch_size}; raise "
+                         "train_images (it must allow at least one step per model) or lower the batch size")
     common = dict(epochs=p.epochs, optimizer=p.optimizer, lr=p.lr, momentum=p.momentum,
                   weight_decay=p.weight_decay, schedule=p.schedule, milestones=list(p.milestones), seed=seed,
                   device=p.device, scale=getattr(p, "scale", "smoke"))
+    if max_images is not None:
+        common["max_steps"] = max_images // v.batch_size
     if v.sampler == "episodic":
         w, n, m = v.ways, v.shots, v.queries
         train = TrainConfig(sampler="episodic", batch_size=v.batch_size, ways=w, shots=n, queries=m,
@@ -207,7 +245,7 @@ def make_spec(p: Any, v: Variant, seed: int, train_images: int, eval_shots: Sequ
         train = TrainConfig(sampler="shuffled", batch_size=v.batch_size, **common)
     ev = EvalSpec(ways=p.eval_ways, shots=list(eval_shots), queries=p.eval_queries, episodes=p.eval_episodes,
                   classifiers=list(CLASSIFIERS), cl2n=True, split=p.eval_split, val_episodes=p.val_episodes,
-                  seed=0)
+                  seed=0, mean_images=getattr(p, "eval_mean_images", None))
     bb_opts = {"hidden": p.conv4_hidden} if p.backbone == "conv4" and p.conv4_hidden != 64 else {}
     return RunSpec(name=f"ep000-{v.label}", data=data_spec(p), backbone=p.backbone, backbone_options=bb_opts,
                    method=v.method,
@@ -254,3 +292,15 @@ def pairs_used(outcomes: Sequence[Outcome]) -> tuple[float, float]:
     if not pos:
         raise ValueError("these runs logged no pair counts (cross-entropy runs use no distance pairs)")
     return sum(pos) / len(pos), sum(neg) / len(neg)
+
+
+# -- estimates over training seeds (the notebook contract) ----------------------------------------------------
+def accuracy(outcomes: Sequence[Outcome], classifier: str, shots: int) -> stats.Estimate:
+    """Accuracy over the training seeds: each seed's mean over the shared evaluation episodes."""
+    return stats.accuracy([o.accuracies(classifier, shots) for o in outcomes])
+
+
+def paired(a: Sequence[Outcome], b: Sequence[Outcome], classifier: str, shots: int) -> stats.Estimate:
+    """``A - B`` over seeds, each seed's value the mean per-episode difference on the episodes both share."""
+    return stats.paired_difference([o.accuracies(classifier, shots) for o in a],
+                                   [o.accuracies(classifier, shots) for o in b])

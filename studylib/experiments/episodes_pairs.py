@@ -15,7 +15,10 @@ import numpy as np
 import torch
 
 from studylib.config import param
+from studylib.evaluation.verdicts import Claim, Expectation
+from studylib.experiments.claims import ClaimsTable
 from studylib.methods.episodes import ablation_pairs, episode_loss, table1_pairs
+from studylib.paths import SCALES
 
 NOTEBOOK = "01_episodes_pairs"
 
@@ -30,17 +33,21 @@ LOSSES = (("PN / MN (episodes)", True, True), ("MN = PN without prototypes", Fal
 
 @dataclass
 class Params:
-    """Parameters of ``notebooks/01_episodes_pairs.ipynb`` (``params/01_episodes_pairs/{smoke,paper}.yaml``)."""
+    """Parameters of ``notebooks/01_episodes_pairs.ipynb`` (``params/01_episodes_pairs/*.yaml``).
 
-    scale: str = param("smoke", choices=("smoke", "paper"), help="label of the parameter set")
+    No data and no training: every scale counts pairs on random embeddings, so the check scale is the paper's
+    shapes with fewer batches measured (``measure_max_images``)."""
+
+    scale: str = param("smoke", choices=SCALES, help="label of the parameter set", cut=True)
     settings: list[list[int]] = param([[2, 4, 1], [5, 1, 15], [5, 5, 15], [20, 5, 15], [30, 1, 15], [32, 5, 3]],
                                       help="episodes [w, n, m] of the Table 1 check")
     base: list[int] = param([20, 5, 15], help="[w, n, m] held fixed while one of them varies (growth plots)")
     w_range: list[int] = param([2, 5, 10, 20, 40, 64], help="ways to sweep")
     n_range: list[int] = param([1, 2, 5, 10, 15, 20], help="shots to sweep")
     m_range: list[int] = param([1, 2, 5, 10, 15, 20], help="queries to sweep")
-    measure_max_images: int = param(1500, help="measure counts from the losses only for batches up to this size")
-    embed_dim: int = param(16, help="dimension of the random embeddings")
+    measure_max_images: int = param(1500, ge=1, help="measure counts from the losses only for batches up to this "
+                                                     "size", cut=True)
+    embed_dim: int = param(16, ge=1, help="dimension of the random embeddings")
     seed: int = param(0)
 
     def check(self) -> None:
@@ -166,3 +173,58 @@ def growth_figure(rows: list[dict[str, Any]], base: Sequence[int]) -> plt.Figure
         ax.set(xlabel=var, ylabel="% of the batch's pairs an episode uses", ylim=(0, 100))
     fig.tight_layout()
     return fig
+
+
+# -- claims (all deterministic: formulas and counts, no training) -------------------------------------------
+FIG1 = (2, 4, 1)  # Fig. 1: 2 ways, 4 shots, 1 query per class
+
+
+def claims(p: Params, outcomes: Any = None) -> ClaimsTable:
+    """Table 1, Fig. 1 and Sec. 2.1's claims; ``outcomes`` is unused (nothing is trained): every claim is an
+    exact count, measured from the losses' masks, judged by the ``equal`` rule."""
+    w, n, m = (PAPER_TYPICAL[k] for k in "wnm")
+    fw, fn, fm = FIG1
+    rows = [
+        Claim("table1-counts", "Table 1's formulas give the positives and negatives each loss uses", "Table 1",
+              "NO EPISODES C(m+n,2)w, C(w,2)(m+n)²; EPISODES wmn, w(w-1)mn; PAIRS LOST",
+              f"every formula equals the count read from the losses' masks, on {len(p.settings)} episode shapes",
+              Expectation("equal", expected=True), unit=1),
+        Claim("sec2.1-more-than-150pct", "Without episodes, a 20-way 5-shot 15-query batch has more than 150% more "
+              "positives and more negatives", "Sec. 2.1", "> 150% for both",
+              f"min(extra positives, extra negatives) of NCA over the episode at w={w}, n={n}, m={m}, in %, "
+              "measured from the losses, > 150", Expectation("equal", expected=True), unit=1),
+        Claim("fig1-counts", "Fig. 1: the episode uses query-support pairs only, NCA every pair",
+              "Fig. 1", f"{fw}-way {fn}-shot {fm}-query: episode {table1_pairs(fw, fn, fm, 'episodic')}, "
+              f"NCA {table1_pairs(fw, fn, fm, 'nca')} (pos, neg)",
+              "(positives, negatives) measured from the PN and NCA losses", Expectation(
+                  "equal", expected=[list(table1_pairs(fw, fn, fm, "episodic")), list(table1_pairs(fw, fn, fm, "nca"))]),
+              unit=1),
+        Claim("appA-growth", "Pairs lost grow as w(m²+n²-m-n)/2 positives and w(w-1)(m²+n²)/2 negatives",
+              "Sec. 2.1, Appendix A", "O(w²(m² + n²))",
+              f"formula = measured on every shape of the growth sweep up to {p.measure_max_images} images",
+              Expectation("equal", expected=True), unit=1),
+    ]
+    table = ClaimsTable(NOTEBOOK, p.scale, rows)
+    t1 = table1(p.settings, p.embed_dim, p.seed)
+    table.measure("table1-counts", all(r["match"] for r in t1))
+    meas = measured_pairs(w, n, m, p.embed_dim, p.seed)
+    (pa, na), (pe, ne) = meas["NCA (no episodes)"], meas["PN / MN (episodes)"]
+    table.measure("sec2.1-more-than-150pct", min(100 * (pa - pe) / pe, 100 * (na - ne) / ne) > 150)
+    f1 = measured_pairs(fw, fn, fm, p.embed_dim, p.seed)
+    table.measure("fig1-counts", [list(f1["PN / MN (episodes)"]), list(f1["NCA (no episodes)"])])
+    g = growth(p.base, {"w": p.w_range, "n": p.n_range, "m": p.m_range}, p.measure_max_images, p.embed_dim, p.seed)
+    done = [r for r in g if not np.isnan(r["measured_lost_pos"])]
+    table.measure("appA-growth", bool(done) and all(r["measured_lost_pos"] == r["lost_pos"]
+                                                    and r["measured_lost_neg"] == r["lost_neg"] for r in done))
+    return table
+
+
+def reference_values(p: Params, outcomes: Any = None) -> dict[str, int | float]:
+    """Exact numbers the notebook asserts: Table 1's measured counts per shape and Sec. 2.1's increases."""
+    out: dict[str, int | float] = {}
+    for r in table1(p.settings, p.embed_dim, p.seed):
+        key = f"w{r['w']}-n{r['n']}-m{r['m']}/{r['row']}"
+        out[f"{key}/pos"], out[f"{key}/neg"] = int(r["pos (measured)"]), int(r["neg (measured)"])
+    inc_pos, inc_neg = increase_pct(*(PAPER_TYPICAL[k] for k in "wnm"))
+    out["sec2.1 extra positives %"], out["sec2.1 extra negatives %"] = inc_pos, inc_neg
+    return out

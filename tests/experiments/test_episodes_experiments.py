@@ -166,3 +166,71 @@ def test_nca_curve_interpolation():
     rows = [{"series": "NCA", "shots": 1, "fraction": f, "mean": a, "ci95": 0.01}
             for f, a in ((0.1, 0.5), (0.5, 0.7), (1.0, 0.8))]
     assert pair_subsampling.nca_at(rows, 1, 0.3) == pytest.approx((0.6, 0.01))
+
+
+# ------------------------------------------------------------------------- the notebook contract (02, 03, 01)
+
+class _SeedOutcome:
+    """An outcome whose per-episode accuracy is ``base + noise`` for every classifier and shot count."""
+
+    def __init__(self, base: float, seed: int, episodes: int = 50) -> None:
+        g = torch.Generator().manual_seed(seed)
+        self._acc = (base + 0.05 * torch.randn(episodes, generator=g)).clamp(0, 1)
+        self.metrics: list = []
+
+    def accuracies(self, classifier: str = "nearest_centroid", shots: int = 1) -> torch.Tensor:
+        return self._acc
+
+
+def test_sweep_specs_cap_the_images_and_the_mean_subset_but_04_05_specs_do_not_change():
+    p = _params(batch_size_sweep)
+    assert p.seeds == [0, 1, 2] and p.data == "synthfs"
+    for b in p.batch_sizes:
+        s = make_spec(p, nca(b), 0, N_TRAIN)
+        assert s.train.max_steps == p.train_images // b and s.eval.mean_images == p.eval_mean_images
+        assert s.eval.seed == 0  # the same evaluation episodes for every training seed: paired differences
+    a = make_spec(_params(ablations), nca(64), 0, N_TRAIN)
+    assert a.train.max_steps is None and a.eval.mean_images is None
+    with pytest.raises(ValueError, match="train_images"):
+        make_spec(_params(batch_size_sweep, train_images=32), nca(64), 0, N_TRAIN)
+
+
+def test_batch_size_sweep_claims_follow_the_rules():
+    p = _params(batch_size_sweep)
+    static = batch_size_sweep.claims(p)
+    assert all(c.measured is None for c in static)
+    assert not static["fig2-pn-5shot-16-beats-32-b128"].applies
+    better = {v: [_SeedOutcome(0.6 if v.method == "nca" else 0.5, 10 * s + i) for s in p.seeds]
+              for i, (_, _, v) in enumerate(batch_size_sweep.variants(p))}
+    table = batch_size_sweep.claims(p, better)
+    assert {c.verdict for c in table if c.applies} == {"reproduced"}
+    one = batch_size_sweep.claims(load_params(batch_size_sweep.Params, batch_size_sweep.NOTEBOOK, "smoke", seeds=[0]),
+                                  {v: o[:1] for v, o in better.items()})
+    assert {c.verdict for c in one if c.applies} == {"inconclusive"}  # one seed never decides a difference
+    assert batch_size_sweep.claims(p).checked() == table.checked()  # what nbval compares does not depend on runs
+
+
+def test_pair_subsampling_claims_and_curve_gap():
+    p = _params(pair_subsampling)
+    acc = {f: 0.4 + 0.2 * f for f in p.fractions}  # a straight NCA curve
+    outs = {}
+    for i, (series, v) in enumerate(pair_subsampling.variants(p)):
+        base = acc[v.fraction] if series == "NCA" else 0.4 + 0.2 * pair_subsampling.episode_fraction(
+            v.batch_size, v.shots, v.per_class)
+        outs[v] = [_SeedOutcome(base, 100 * s + i, episodes=400) for s in p.seeds]
+    table = pair_subsampling.claims(p, outs)
+    assert table["fig3-subsampling-hurts-1shot"].verdict == "reproduced"
+    for c in table:
+        if c.id.endswith("-on-curve"):
+            assert abs(c.measured.value) < 0.02 and c.measured.n_seeds == 3
+    gap = pair_subsampling.curve_gap(p, outs, episodic("pn", p.batch_size, 1, 8))
+    assert gap.n_seeds == 3
+    assert set(pair_subsampling.reference_values(p, outs)) >= {"fraction 1-shot m+n=8", "NCA f=1/1-shot"}
+
+
+def test_episodes_pairs_claims_are_exact():
+    p = _params(episodes_pairs)
+    table = episodes_pairs.claims(p)
+    assert [c.verdict for c in table] == ["reproduced"] * len(table)
+    ref = episodes_pairs.reference_values(p)
+    assert ref["w20-n5-m15/EPISODES/pos"] == 20 * 5 * 15 and ref["sec2.1 extra positives %"] > 150

@@ -417,3 +417,38 @@ def test_ce_method():
     assert logs["positives"] == 0.0
     with pytest.raises(ValueError, match="shuffled"):
         method.loss(images, Batch(torch.arange(6), labels, None, 3, None, None))
+
+
+@pytest.mark.parametrize("kind", ["nca", "mn", "pn"])
+def test_bf16_autocast_loss_and_gradient_match_float32(kind):
+    """Issue 9: under bf16 autocast (a GPU run of notebook 03 at pair fraction 0.05 stopped with a NaN loss) the
+    distances and the masked log-sum-exps run in float32, so loss and gradient equal the float32 ones, also with
+    anchors that have no positive left (all-masked rows) and with embeddings far from the origin, whose squared
+    distances cancel catastrophically in bfloat16."""
+    g = torch.Generator().manual_seed(23)
+    w, n, m = 16, 2, 6  # 128 images
+    z32 = 40.0 + 3.0 * torch.randn(w * (n + m), 64, generator=g)  # large norms, small differences
+    z32 = z32.bfloat16().float()  # representable in bf16: both paths see the same numbers
+    labels = torch.arange(w).repeat_interleave(n + m)
+    labels[-1] = 99  # a class seen once: its row has no positive at all
+    support = (torch.arange(n + m) < n).repeat(w)
+    frac = 0.05 if kind != "pn" else 1.0  # subsampling is for losses on points
+
+    def run(z, amp):
+        z = z.clone().requires_grad_()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            out = episode_loss(z, labels, support, kind, pos_fraction=frac, neg_fraction=frac,
+                               generator=torch.Generator().manual_seed(5))
+        out.loss.backward()
+        return out, z.grad
+
+    ref, g_ref = run(z32, amp=False)
+    for z in (z32, z32.bfloat16()):  # fp32 input (autocast casts inside) and a bf16 backbone output
+        out, grad = run(z, amp=True)
+        assert out.loss.dtype == torch.float32
+        assert torch.isfinite(out.loss) and torch.isfinite(grad).all()
+        assert (out.positives, out.negatives, out.anchors) == (ref.positives, ref.negatives, ref.anchors)
+        if kind == "nca":
+            assert 0 < out.anchors < len(labels)  # some rows lost every positive at 5%
+        torch.testing.assert_close(out.loss, ref.loss, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(grad.float(), g_ref, rtol=1e-2, atol=1e-5)
