@@ -70,11 +70,13 @@ LEVEL_MARGIN = 0.01
 class Params(ct.ContractParams):
     """Parameters of ``notebooks/05_comparison.ipynb`` (``params/05_comparison/*.yaml``); defaults = smoke scale.
 
-    Smoke: embedded glyphs (test split: 60 unseen classes), Conv4 with 16 filters, one epoch per model, batch 256
+    Smoke: embedded glyphs (test split: 60 unseen classes), Conv4 with 16 filters, two epochs per model, batch 256
     for NCA / SimpleShot / 'our episodes' (paper: 512), Snell et al.'s episodes as in the paper, three seeds:
-    7 models x 3 seeds = 21 short runs.
+    7 models x 3 seeds = 21 short runs (about 1 min of CPU with
+    one thread).
     """
 
+    epochs: int = param(2, ge=1, help="training epochs of every run", cut=True)
     conv4_hidden: int = param(16, ge=1, help="conv4 only: filters per block (64 in Snell et al.; fewer is faster)")
     eval_episodes: int = param(500, ge=1, help="evaluation episodes per model (paper: 10,000)", cut=True)
     eval_split: str = param("test", choices=("val", "test"), help="split the tables are measured on (paper: test)")

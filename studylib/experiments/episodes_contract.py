@@ -34,6 +34,8 @@ PAPER_REGIME_DATA = ("mini_imagenet", "cifar_fs", "tiered_imagenet", "fc100", "s
 class ContractParams(CommonParams):
     """:class:`CommonParams` with cut marks, several seeds and the check scale's cuts (see the module docstring)."""
 
+    # redefined only for its help text: papermill cannot parse '=' in a help text (CommonParams says "T = 1")
+    nca_temperature: float = param(1.0, gt=0, help="NCA temperature T (distances divided by T); PN and MN use T 1")
     epochs: int = param(1, ge=1, help="training epochs of every run", cut=True)
     images_per_epoch: int | None = param(None, ge=1, help="images per epoch of every run (None: training split "
                                                           "size)", cut=True)
