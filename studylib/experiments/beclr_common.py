@@ -38,51 +38,65 @@ from studylib.training.runstore import Run, RunStore
 from studylib.utils import config_hash, get_device, mean_ci95
 
 SNAPSHOT = "snapshot-e{:03d}.pt"
+EVAL_SEED = 0  # every training seed is evaluated on the episodes drawn from this seed (paired differences)
 
 
 @dataclass
 class BeclrParams(DataParams):
-    """BECLR pretraining (Sec. 4.1, Appendix A) and inference (Sec. 4.2) parameters shared by notebooks 06-08."""
+    """BECLR pretraining (Sec. 4.1, Appendix A) and inference (Sec. 4.2) parameters shared by notebooks 06-08.
 
-    rgb: bool = param(True, help="glyphs only: RGB variant with random colours (colour augmentations need it)")
+    The defaults are the smoke scale (2 CPU cores, about 2 minutes per notebook with all seeds): grayscale
+    glyphs resized to 20 px, a Conv4 with 32 filters, 4 "epochs" of 10 batches of 32 drawn with replacement
+    (40 steps), memory M = 512 in P = 16 partitions, adaptation period 1 epoch. The paper's teacher momentum
+    0.995 is an EMA time constant of 200 steps, longer than the whole smoke run; 0.95 (20 steps) keeps roughly
+    the paper's ratio to the run length. Masking patches of 5 px on 20 px (a 4x4 grid, like 16 px on 224 px at
+    a coarser grid); blur sigma scaled down. The RGB glyph variant is not used: its random per-instance colours
+    put raw pixels and random-init features at chance and 40 steps do not learn colour invariance.
+    """
+
+    image_size: int = param(20, ge=8, help="side of the square images fed to the network")
+    rgb: bool = param(False, help="glyphs only: RGB variant with random colours")
     max_classes: int | None = param(300, help="glyphs only: keep this many classes (None: all)")
     backbone: str = param("conv4", choices=BACKBONES, help="encoder f")
-    conv4_hidden: int = param(32, help="conv4 only: filters per block")
+    conv4_hidden: int = param(32, ge=1, help="conv4 only: filters per block")
     augment: str = param("beclr_default", help="default augmentation profile (Table 7)")
     view_profile: str = param("strong", choices=("strong", "default", "mixed"),
                               help="which profile the two views use (paper: strong for both)")
-    blur_sigma: list[float] | None = param(None, help="Gaussian-blur sigma range (None: the 224-px (0.1, 2.0))")
-    proj_dim: int = param(512, help="latent dimension d (Table 6: 512)")
-    pred_hidden: int = param(128, help="predictor bottleneck width")
-    lam: float = param(0.1, help="weight of the negative term of Eq. 3")
-    temperature: float = param(2.0, help="temperature of Eq. 3")
-    mask_ratio: float = param(0.3, help="student patch-masking ratio (Table 6: 30%)")
-    mask_patch: int = param(16, help="masking patch side in pixels (16 on 224 px)")
-    teacher_momentum: float = param(0.995, help="EMA momentum m0 of the teacher, cosine-ramped to 1")
-    memory_size: int = param(8192, help="DyCE memory size M")
-    partitions: int = param(200, help="DyCE partitions P")
-    topk: int = param(3, help="neighbours k appended per embedding")
-    epsilon: float = param(0.05, help="Sinkhorn epsilon of the memory assignment")
-    proto_momentum: float = param(0.0, help="prototype EMA momentum (0: mean of the members, authors' code)")
-    adapt_epochs: int = param(30, help="adaptation period (epochs) before batch enhancement starts")
+    blur_sigma: list[float] | None = param([0.1, 0.3], help="Gaussian-blur sigma range (None: the 224-px (0.1, 2.0))")
+    proj_dim: int = param(128, ge=1, help="latent dimension d (Table 6: 512)")
+    pred_hidden: int = param(32, ge=1, help="predictor bottleneck width")
+    lam: float = param(0.1, ge=0, help="weight of the negative term of Eq. 3")
+    temperature: float = param(2.0, gt=0, help="temperature of Eq. 3")
+    mask_ratio: float = param(0.3, ge=0, lt=1, help="student patch-masking ratio (Table 6: 30%)")
+    mask_patch: int = param(5, ge=1, help="masking patch side in pixels (16 on 224 px)")
+    teacher_momentum: float = param(0.95, ge=0, le=1, help="EMA momentum m0 of the teacher, cosine-ramped to 1")
+    memory_size: int = param(512, ge=1, help="DyCE memory size M (the check scale cuts it so the few steps fill it)",
+                             cut=True)
+    partitions: int = param(16, ge=1, help="DyCE partitions P (cut with the memory at the check scale)", cut=True)
+    topk: int = param(3, ge=1, help="neighbours k appended per embedding")
+    epsilon: float = param(0.05, gt=0, help="Sinkhorn epsilon of the memory assignment")
+    proto_momentum: float = param(0.0, ge=0, lt=1, help="prototype EMA momentum (0: mean of the members, authors' code)")
+    adapt_epochs: int = param(1, ge=0, help="adaptation period (epochs) before batch enhancement starts", cut=True)
     pairing: str = param("paper", choices=("paper", "anchor"), help="how enhanced rows are paired (beclr.py)")
-    epochs: int = param(400, help="pretraining epochs")
-    batch_size: int = param(256, help="batch size B")
-    batches_per_epoch: int | None = param(None, help="None: every image once per epoch (shuffled); else that "
-                                                     "many batches drawn with replacement per epoch")
-    lr: float = param(0.3, help="base learning rate; the run uses lr * B / 256 (Appendix A.2)")
-    momentum: float = param(0.9)
-    weight_decay: float = param(1e-4)
+    epochs: int = param(4, ge=1, help="pretraining epochs", cut=True)
+    batch_size: int = param(32, ge=2, help="batch size B", cut=True)
+    batches_per_epoch: int | None = param(10, ge=1, help="None: every image once per epoch (shuffled); else that "
+                                                         "many batches drawn with replacement per epoch", cut=True)
+    lr: float = param(0.3, gt=0, help="base learning rate; the run uses lr * B / 256 (Appendix A.2)")
+    momentum: float = param(0.9, ge=0, lt=1)
+    weight_decay: float = param(1e-4, ge=0)
     schedule: str = param("cosine", choices=SCHEDULES)
-    eval_ways: int = param(5)
-    eval_shots: list[int] = param([1, 5])
-    eval_queries: int = param(15)
-    eval_episodes: int = param(2000, help="episodes per evaluation (paper: 2000)")
+    eval_ways: int = param(5, ge=2)
+    eval_shots: list[int] = param([1, 5], ge=1)
+    eval_queries: int = param(15, ge=1)
+    eval_episodes: int = param(200, ge=1, help="episodes per evaluation (paper: 2000)", cut=True)
     eval_split: str = param("test", choices=("val", "test"))
-    opta_passes_1shot: int = param(5, help="OpTA passes delta for 1-shot (authors: 5)")
-    opta_passes_kshot: int = param(1, help="OpTA passes delta for more shots (authors: 1)")
-    opta_epsilon: float = param(0.05, help="Sinkhorn epsilon of OpTA on the max-normalised cost")
-    seed: int = param(0)
+    opta_passes_1shot: int = param(5, ge=0, help="OpTA passes delta for 1-shot (authors: 5)")
+    opta_passes_kshot: int = param(1, ge=0, help="OpTA passes delta for more shots (authors: 1)")
+    opta_epsilon: float = param(0.05, gt=0, help="Sinkhorn epsilon of OpTA on the max-normalised cost")
+    seeds: list[int] = param([0, 1, 2], help="training seeds (one pretraining per seed; evaluation episodes are "
+                                             "drawn from seed 0 for every one, so differences are paired)",
+                             cut=True)
     device: str = param("auto", help="'auto' (CUDA when present), 'cpu' or 'cuda'")
 
     def check(self) -> None:
@@ -96,6 +110,9 @@ class BeclrParams(DataParams):
             raise ValueError(f"adapt_epochs must lie in 0..epochs={self.epochs}, got {self.adapt_epochs}")
         if self.blur_sigma is not None and len(self.blur_sigma) != 2:
             raise ValueError(f"blur_sigma must be [lo, hi], got {self.blur_sigma}")
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds must be a non-empty list of distinct training seeds, got {self.seeds}; "
+                             f"e.g. [0, 1, 2]")
 
 
 # ------------------------------------------------------------------------------------------------- run specs
@@ -109,14 +126,18 @@ def steps_per_epoch(p: BeclrParams, train_images: int) -> int:
     return steps
 
 
-def beclr_spec(p: BeclrParams, train_images: int, label: str = "dyce", **method_overrides: Any) -> RunSpec:
+def beclr_spec(p: BeclrParams, train_images: int, label: str = "dyce", seed: int | None = None,
+               **method_overrides: Any) -> RunSpec:
     """The run of BECLR pretraining under ``p``, with ``method_overrides`` of :class:`~studylib.methods.beclr.BECLR`
     arguments (``variant="fifo"``, ``use_dyce=False``, ``mask_ratio=0.0`` ...).
 
     ``adapt_epochs`` is converted to DyCE's ``adapt_steps`` (it counts updates, one per training step); the
     learning rate is ``lr * B / 256``. ``label`` names the run folder (``beclr001-<label>-<hash>``); the hash
-    covers everything else, so two notebooks asking for the same configuration share one run.
+    covers everything else, so two notebooks asking for the same configuration share one run. ``seed`` is the
+    training seed (default: the first of ``p.seeds``); the evaluation episodes always come from
+    :data:`EVAL_SEED`.
     """
+    seed = p.seeds[0] if seed is None else seed
     steps = steps_per_epoch(p, train_images)
     blur = {"blur_sigma": tuple(p.blur_sigma)} if p.blur_sigma is not None else {}
     opts: dict[str, Any] = dict(profile=p.view_profile, proj_dim=p.proj_dim, pred_hidden=p.pred_hidden, lam=p.lam,
@@ -124,7 +145,7 @@ def beclr_spec(p: BeclrParams, train_images: int, label: str = "dyce", **method_
                                 teacher_momentum=p.teacher_momentum, use_dyce=True, memory_size=p.memory_size,
                                 partitions=p.partitions, topk=p.topk, epsilon=p.epsilon,
                                 proto_momentum=p.proto_momentum, variant="dyce", adapt_steps=p.adapt_epochs * steps,
-                                pairing=p.pairing, seed=p.seed)
+                                pairing=p.pairing, seed=seed)
     if blur:
         opts["strong_options"] = dict(blur)
     unknown = set(method_overrides) - set(opts) - {"sinkhorn_iters", "proj_hidden", "strong_profile", "ema"}
@@ -134,9 +155,9 @@ def beclr_spec(p: BeclrParams, train_images: int, label: str = "dyce", **method_
     sampler = "replacement" if p.batches_per_epoch else "shuffled"
     tc = TrainConfig(epochs=p.epochs, sampler=sampler, batch_size=p.batch_size, batches_per_epoch=p.batches_per_epoch,
                      optimizer="sgd", lr=p.lr * p.batch_size / 256, momentum=p.momentum, weight_decay=p.weight_decay,
-                     schedule=p.schedule, seed=p.seed, device=p.device, val_every=1, scale=p.scale)
+                     schedule=p.schedule, seed=seed, device=p.device, val_every=1, scale=p.scale)
     ev = EvalSpec(ways=p.eval_ways, shots=list(p.eval_shots), queries=p.eval_queries, episodes=p.eval_episodes,
-                  classifiers=["nearest_centroid"], cl2n=True, split=p.eval_split, val_episodes=0, seed=p.seed)
+                  classifiers=["nearest_centroid"], cl2n=True, split=p.eval_split, val_episodes=0, seed=EVAL_SEED)
     bb_opts = {"hidden": p.conv4_hidden} if p.backbone == "conv4" and p.conv4_hidden != 64 else {}
     return RunSpec(name=f"beclr001-{label}", data=data_spec(p), backbone=p.backbone, backbone_options=bb_opts,
                    method="beclr", method_options=opts, augment=p.augment, augment_options=dict(blur), train=tc,
@@ -197,6 +218,15 @@ def train_with_snapshots(spec: RunSpec, store: RunStore | None = None, progress:
     return outcome
 
 
+def run_seeds(p: BeclrParams, label: str = "dyce", progress: bool = False, seeds: Sequence[int] | None = None,
+              **method_overrides: Any) -> list[Outcome]:
+    """One pretraining per training seed (``p.seeds``), each with per-epoch snapshots, through the run store:
+    a configuration another notebook already trained (same spec, same hash) is loaded, not retrained."""
+    n = train_images(p)
+    return [train_with_snapshots(beclr_spec(p, n, label, seed=s, **method_overrides), progress=progress)
+            for s in (p.seeds if seeds is None else seeds)]
+
+
 def snapshot_epochs(outcome: Outcome) -> list[int]:
     """Epochs (completed, 1-based) that have a snapshot in the run folder, ascending."""
     return sorted(int(f.stem.split("-e")[1]) for f in outcome.run.path.glob("snapshot-e*.pt"))
@@ -243,13 +273,13 @@ def evaluate_features(p: BeclrParams, feats: torch.Tensor, labels: torch.Tensor,
     standardisation replaces it)."""
     return evaluate(feats, labels, ways=ways or p.eval_ways, shots=list(shots or p.eval_shots),
                     queries=p.eval_queries, episodes=p.eval_episodes,
-                    classifier=classifiers or inference_classifiers(p), seed=p.seed)
+                    classifier=classifiers or inference_classifiers(p), seed=EVAL_SEED)
 
 
 def _eval_key(p: BeclrParams, extra: dict[str, Any] | None = None) -> str:
     keys = ("eval_ways", "eval_shots", "eval_queries", "eval_episodes", "eval_split", "opta_passes_1shot",
-            "opta_passes_kshot", "opta_epsilon", "seed")
-    return config_hash({**{k: getattr(p, k) for k in keys}, **(extra or {})})
+            "opta_passes_kshot", "opta_epsilon")
+    return config_hash({**{k: getattr(p, k) for k in keys}, "eval_seed": EVAL_SEED, **(extra or {})})
 
 
 def checkpoint_curve(p: BeclrParams, outcome: Outcome, include_init: bool = True
@@ -283,6 +313,27 @@ def checkpoint_curve(p: BeclrParams, outcome: Outcome, include_init: bool = True
     outcome.run.save_tensor(cache, {str(e): {f"{c}/{s}": r.accuracies for (c, s), r in per.items()}
                                     for e, per in out.items()})
     return out
+
+
+def final_eval(p: BeclrParams, outcome: Outcome) -> dict[tuple[str, int], EvalResult]:
+    """Few-shot accuracy of the final weights with and without OpTA on ``p``'s episodes (seed
+    :data:`EVAL_SEED`); cached in the run folder (``final-<hash of the evaluation settings>.pt``)."""
+    cache = f"final-{_eval_key(p)}.pt"
+    meta = dict(ways=p.eval_ways, queries=p.eval_queries)
+    if outcome.run.has(cache):
+        saved = outcome.run.load_tensor(cache)
+        return {(c, int(s)): EvalResult.from_accuracies(a, classifier=c, shots=int(s), **meta)
+                for (c, s), a in ((k.split("/"), v) for k, v in saved.items())}
+    feats, labels, _ = final_features(outcome, p.eval_split)
+    out = evaluate_features(p, feats, labels)
+    outcome.run.save_tensor(cache, {f"{c}/{s}": r.accuracies for (c, s), r in out.items()})
+    return out
+
+
+def per_seed(results: Sequence[dict[tuple[str, int], EvalResult]], classifier: str, shots: int
+             ) -> list[torch.Tensor]:
+    """``[E]`` per-episode accuracies of ``(classifier, shots)``, one tensor per seed (for :mod:`stats`)."""
+    return [r[(classifier, shots)].accuracies for r in results]
 
 
 def curve_rows(curve: dict[int, dict[tuple[str, int], EvalResult]]) -> list[dict[str, Any]]:
@@ -334,7 +385,7 @@ def variant(p: BeclrParams, **changes: Any) -> BeclrParams:
 PAPER_BECLR_RN18 = {("opta", 1): (75.74, 0.62), ("opta", 5): (84.93, 0.33),
                     ("logreg", 1): (66.14, 0.43), ("logreg", 5): (84.32, 0.27)}
 
-__all__ = ["BeclrParams", "beclr_spec", "train_images", "steps_per_epoch", "train_with_snapshots",
+__all__ = ["BeclrParams", "EVAL_SEED", "run_seeds", "final_eval", "per_seed", "beclr_spec", "train_images", "steps_per_epoch", "train_with_snapshots",
            "snapshot_epochs", "load_snapshot", "logreg_standardized", "opta_for", "inference_classifiers",
            "evaluate_features", "checkpoint_curve", "curve_rows", "paired_gain", "gain_difference", "pct",
            "final_features", "variant", "PAPER_BECLR_RN18", "VARIANTS"]

@@ -1,9 +1,11 @@
 """Notebook 06_beclr_pretraining: BECLR's unsupervised pretraining with DyCE (seed 001, Sec. 4.1) and its
 few-shot accuracy with and without OpTA over the pretraining checkpoints (Fig. 7, Sec. 5.1 [A3-b]).
 
-The notebook calls :func:`run`, :func:`loss_figure`, :func:`checkpoint_curve`, :func:`curve_figure`,
-:func:`final_table`, :func:`shot_gain_table` and :func:`against_paper`; the logic is in
-:mod:`studylib.experiments.beclr_common`.
+One pretraining per training seed (``p.seeds``); every seed's checkpoints are evaluated on the same episodes,
+so OpTA's gain (with - without, same episodes) is a paired per-episode difference, and its uncertainty is an
+interval over the seeds (:mod:`studylib.evaluation.stats`). Conclusions come from :func:`claims` by the rules
+of :mod:`studylib.evaluation.verdicts`. The notebook calls :func:`run`, :func:`loss_figure`, :func:`curves`,
+:func:`curve_figure`, :func:`final_table`, :func:`claims` and :func:`reference_values`.
 """
 
 from __future__ import annotations
@@ -14,62 +16,105 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
+from studylib.evaluation import stats
 from studylib.evaluation.evaluate import EvalResult
+from studylib.evaluation.verdicts import Claim, Expectation
 from studylib.experiments.beclr_common import (PAPER_BECLR_RN18, BeclrParams, beclr_spec, checkpoint_curve,
-                                               gain_difference, pct, train_images, train_with_snapshots)
+                                               load_data, run_seeds, train_images)
+from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.runner import Outcome, RunSpec
 
 NOTEBOOK = "06_beclr_pretraining"
+Curve = dict[int, dict[tuple[str, int], EvalResult]]
+INFERENCE = {"logreg": "logreg (no OpTA)", "opta": "OpTA + logreg"}
 
 
 @dataclass
 class Params(BeclrParams):
-    """Parameters of ``notebooks/06_beclr_pretraining.ipynb`` (``params/06_beclr_pretraining/*.yaml``)."""
+    """Parameters of ``notebooks/06_beclr_pretraining.ipynb`` (``params/06_beclr_pretraining/*.yaml``); the
+    defaults are the smoke scale (see :class:`~studylib.experiments.beclr_common.BeclrParams`)."""
 
 
-def spec(p: Params) -> RunSpec:
-    """The BECLR (DyCE) run of ``p``; notebooks 07 and 08 ask for the same one."""
-    return beclr_spec(p, train_images(p), "dyce")
+def spec(p: Params, seed: int | None = None) -> RunSpec:
+    """The BECLR (DyCE) run of ``p`` for one training seed; notebooks 07 and 08 ask for the same ones."""
+    return beclr_spec(p, train_images(p), "dyce", seed=seed)
 
 
-def run(p: Params, progress: bool = False) -> Outcome:
-    """Train (or load) the run, with a backbone + memory snapshot after every epoch."""
-    return train_with_snapshots(spec(p), progress=progress)
+def run(p: Params, progress: bool = False) -> list[Outcome]:
+    """Train (or load) one run per seed, with a backbone + memory snapshot after every epoch."""
+    return run_seeds(p, "dyce", progress=progress)
 
 
-def loss_figure(outcome: Outcome, title: str = "") -> plt.Figure:
-    """Per-step loss of Eq. 3 and its two terms; the shaded region is where DyCE enhances the batch."""
-    steps = [m for m in outcome.metrics if "loss" in m]
-    x = np.array([m["step"] for m in steps])
+def curves(p: Params, outcomes: list[Outcome]) -> list[Curve]:
+    """Each seed's Fig. 7 curve (epoch 0 = initial weights), cached in its run folder."""
+    return [checkpoint_curve(p, o) for o in outcomes]
+
+
+def data_stats(p: Params) -> dict[str, Any]:
+    """The data set's split statistics (deterministic: generated data, or the files read)."""
+    return load_data(p).stats()
+
+
+# ---------------------------------------------------------------------------------------------- estimates
+
+
+def accuracy(cs: list[Curve], epoch: int, clf: str, shots: int) -> stats.Estimate:
+    return stats.accuracy([c[epoch][(clf, shots)].accuracies for c in cs])
+
+
+def gain(cs: list[Curve], epoch: int, shots: int) -> stats.Estimate:
+    """OpTA's gain (with - without) at ``epoch``: paired per episode, interval over seeds."""
+    return stats.paired_difference([c[epoch][("opta", shots)].accuracies for c in cs],
+                                   [c[epoch][("logreg", shots)].accuracies for c in cs])
+
+
+def gain_episodes(c: Curve, epoch: int, shots: int):
+    return c[epoch][("opta", shots)].accuracies - c[epoch][("logreg", shots)].accuracies
+
+
+def last_epoch(cs: list[Curve]) -> int:
+    return max(cs[0])
+
+
+def first_snapshot(cs: list[Curve]) -> int:
+    return min(e for e in cs[0] if e > 0)
+
+
+# ------------------------------------------------------------------------------------------------ figures
+
+
+def loss_figure(outcomes: list[Outcome], title: str = "") -> plt.Figure:
+    """Per-step loss of Eq. 3 and its two terms, one line per seed; shaded: where DyCE enhances the batch."""
     fig, ax = plt.subplots(1, 3, figsize=(11, 3.0))
-    for a, key, name in zip(ax, ("loss", "loss_pos", "loss_neg"),
-                            ("loss = pos + λ·neg", "pos (−cos, student vs teacher)", "neg (log-mean-exp)")):
-        y = np.array([m[key] for m in steps])
-        a.plot(x, y, lw=0.7, alpha=0.4, color="C0")
-        k = max(len(y) // 20, 2)
-        if len(y) > 2 * k:
-            a.plot(x[k - 1:], np.convolve(y, np.ones(k) / k, mode="valid"), color="C0", label=f"mean of {k} steps")
+    for i, o in enumerate(outcomes):
+        steps = [m for m in o.metrics if "loss" in m]
+        x = np.array([m["step"] for m in steps])
         on = x[np.array([m.get("enhanced", 0.0) for m in steps]) > 0]
-        if on.size:
-            a.axvspan(on.min(), x.max(), color="C2", alpha=0.12, label="DyCE enhancing")
-        a.set(xlabel="optimiser step", title=name)
-        a.legend(fontsize=7)
+        for a, key, name in zip(ax, ("loss", "loss_pos", "loss_neg"),
+                                ("loss = pos + λ·neg", "pos (−cos, student vs teacher)", "neg (log-mean-exp)")):
+            a.plot(x, [m[key] for m in steps], lw=0.8, alpha=0.7, color=f"C{i}",
+                   label=f"seed {o.spec.train.seed}")
+            if i == 0 and on.size:
+                a.axvspan(on.min(), x.max(), color="C2", alpha=0.10, label="DyCE enhancing")
+            a.set(xlabel="optimiser step", title=name)
+    ax[0].legend(fontsize=7)
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
 
 
-def curve_figure(curve: dict[int, dict[tuple[str, int], EvalResult]], shots: tuple[int, ...] = (1, 5),
-                 title: str = "") -> plt.Figure:
-    """Fig. 7: accuracy with and without OpTA against the pretraining epoch (CI95 bands), one panel per shot."""
-    epochs = sorted(curve)
+def curve_figure(cs: list[Curve], shots: tuple[int, ...] = (1, 5), title: str = "") -> plt.Figure:
+    """Fig. 7: accuracy with and without OpTA against the pretraining epoch, mean over seeds with the 95%
+    interval over seeds (bands), one panel per shot count."""
+    epochs = sorted(cs[0])
     fig, ax = plt.subplots(1, len(shots), figsize=(4.4 * len(shots), 3.2), squeeze=False)
     for a, s in zip(ax[0], shots):
-        for clf, name, color in (("logreg", "pure pretraining (no OpTA)", "C0"), ("opta", "with OpTA", "C3")):
-            m = np.array([100 * curve[e][(clf, s)].mean for e in epochs])
-            c = np.array([100 * curve[e][(clf, s)].ci95 for e in epochs])
-            a.plot(epochs, m, marker="o", color=color, label=name)
+        for clf, color in (("logreg", "C0"), ("opta", "C3")):
+            est = [accuracy(cs, e, clf, s) for e in epochs]
+            m = np.array([100 * x.value for x in est])
+            c = np.array([100 * x.ci95 for x in est])
+            a.plot(epochs, m, marker="o", color=color, label=INFERENCE[clf])
             a.fill_between(epochs, m - c, m + c, color=color, alpha=0.2)
         a.set(xlabel="pretraining epoch (0 = initial weights)", ylabel="accuracy (%)", title=f"5-way {s}-shot")
         a.legend(fontsize=7)
@@ -79,43 +124,102 @@ def curve_figure(curve: dict[int, dict[tuple[str, int], EvalResult]], shots: tup
     return fig
 
 
-def final_table(curve: dict[int, dict[tuple[str, int], EvalResult]]) -> list[dict[str, Any]]:
-    """Rows for the initial and the last checkpoint: accuracy without / with OpTA per shot count."""
+def final_table(p: Params, cs: list[Curve]) -> list[dict[str, Any]]:
+    """Initial weights and last checkpoint: accuracy without / with OpTA per shot count, and OpTA's paired gain
+    (mean over seeds ± 95% interval over seeds, %)."""
     rows = []
-    for e in (min(curve), max(curve)):
-        for (clf, s), r in sorted(curve[e].items(), key=lambda kv: (kv[0][1], kv[0][0])):
-            rows.append({"epoch": e, "shots": s, "inference": "OpTA + logreg" if clf == "opta" else "logreg",
-                         "mean": r.mean, "ci95": r.ci95, "accuracy (%)": pct(r.mean, r.ci95)})
+    for e in (0, last_epoch(cs)):
+        for s in p.eval_shots:
+            row: dict[str, Any] = {"epoch": e, "shots": s}
+            for clf in ("logreg", "opta"):
+                row[INFERENCE[clf]] = accuracy(cs, e, clf, s).fmt()
+            row["OpTA gain"] = gain(cs, e, s).fmt(signed=True)
+            row["seeds"] = len(cs)
+            rows.append(row)
     return rows
 
 
-def shot_gain_table(curve: dict[int, dict[tuple[str, int], EvalResult]]) -> list[dict[str, Any]]:
-    """Per checkpoint: OpTA's gain at 1 and 5 shots and the paired CI95 of their difference."""
-    rows = []
-    for e in sorted(curve):
-        g = gain_difference(curve[e])
-        rows.append({"epoch": e, "OpTA gain 1-shot": pct(*g["gain_1"], signed=True),
-                     "OpTA gain 5-shot": pct(*g["gain_5"], signed=True),
-                     "gain1 − gain5": pct(*g["difference"], signed=True),
-                     "1-shot gain larger (CI excludes 0)": g["difference"][0] - g["difference"][1] > 0})
-    return rows
+# ------------------------------------------------------------------------------------------------- claims
+
+PAPER_SCALE_WHY = "needs the paper's data (miniImageNet), ResNet-18 at 224 px and 400 epochs (paper scale)"
 
 
-def against_paper(curve: dict[int, dict[tuple[str, int], EvalResult]]) -> list[dict[str, Any]]:
-    """The last checkpoint beside the paper's ResNet-18 miniImageNet numbers (Table 1 and Table 14)."""
-    last = curve[max(curve)]
-    rows = []
-    for (clf, s), (pm, pc) in PAPER_BECLR_RN18.items():
-        r = last[(clf, s)]
-        rows.append({"inference": "OpTA + logreg" if clf == "opta" else "logreg (no OpTA)", "shots": s,
-                     "paper (%)": f"{pm:.1f} ± {pc:.1f}", "smoke (%)": pct(r.mean, r.ci95)})
+def _paper_setting(p: Params) -> bool:
+    return p.scale == "paper" and p.data == "mini_imagenet" and p.backbone == "resnet18"
+
+
+def claims(p: Params, outcomes: list[Outcome] | None = None) -> ClaimsTable:
+    """The claims of seed 001 this notebook tests (from ``p`` alone), measured when ``outcomes`` are given."""
+    pm = {k: v[0] for k, v in PAPER_BECLR_RN18.items()}
+    both = {1, 5} <= set(p.eval_shots)
+    rows = [
+        Claim("t1-opta-gain-1shot", "OpTA raises 1-shot accuracy of the pretrained BECLR encoder",
+              "Table 1 vs Table 14 (ResNet-18, miniImageNet)", f"{pm[('opta', 1)]:.2f} vs {pm[('logreg', 1)]:.2f} "
+              f"(+{pm[('opta', 1)] - pm[('logreg', 1)]:.1f})", "OpTA - no OpTA, 1-shot, last checkpoint, paired "
+              "episodes", Expectation("greater"), applies=1 in p.eval_shots, why_not="eval_shots lacks 1"),
+        Claim("t1-opta-gain-5shot", "OpTA raises 5-shot accuracy of the pretrained BECLR encoder",
+              "Table 1 vs Table 14 (ResNet-18, miniImageNet)", f"{pm[('opta', 5)]:.2f} vs {pm[('logreg', 5)]:.2f} "
+              f"(+{pm[('opta', 5)] - pm[('logreg', 5)]:.1f})", "OpTA - no OpTA, 5-shot, last checkpoint, paired "
+              "episodes", Expectation("greater"), applies=5 in p.eval_shots, why_not="eval_shots lacks 5"),
+        Claim("t1-gain-1shot-exceeds-5shot", "OpTA helps 1-shot more than 5-shot (sample bias is worst at 1 shot)",
+              "Table 1 vs Table 14; Sec. 5.2", "+9.6 vs +0.6 points",
+              "per seed min(gain1 - gain5, gain1), last checkpoint: positive only if OpTA helps 1-shot AND more "
+              "than 5-shot (two negative gains do not count)", Expectation("greater"),
+              applies=both, why_not="needs eval_shots 1 and 5"),
+        Claim("fig7-gain-grows", "OpTA's boost grows as pretraining improves the features (it can hurt early)",
+              "Fig. 7, Sec. 5.1 [A3-b]", "qualitative (1-shot curve)",
+              "1-shot OpTA gain at the last checkpoint - at the first snapshot (epoch 1)", Expectation("greater"),
+              applies=1 in p.eval_shots and p.epochs >= 2, why_not="needs 1-shot and at least 2 epochs"),
+        Claim("fig7-pretraining-improves", "Pretraining raises few-shot accuracy without OpTA",
+              "Fig. 7", "qualitative (1-shot curve rises)",
+              "1-shot accuracy without OpTA, last checkpoint - initial weights, paired episodes",
+              Expectation("greater"), applies=1 in p.eval_shots, why_not="eval_shots lacks 1"),
+    ]
+    for (clf, s), (value, ci) in PAPER_BECLR_RN18.items():
+        rows.append(Claim(f"level-{clf}-{s}shot", f"BECLR {INFERENCE[clf]}, {s}-shot accuracy",
+                          "Table 1" if clf == "opta" else "Table 14", f"{value:.2f} ± {ci:.2f}",
+                          f"our accuracy - the paper's, {s}-shot", Expectation("within", margin=0.01),
+                          applies=_paper_setting(p) and s in p.eval_shots, why_not=PAPER_SCALE_WHY))
+    table = ClaimsTable(NOTEBOOK, p.scale, rows)
+    if outcomes is None:
+        return table
+    cs = curves(p, outcomes)
+    last = last_epoch(cs)
     for s in (1, 5):
-        g = gain_difference(last)[f"gain_{s}"]
-        paper = PAPER_BECLR_RN18[("opta", s)][0] - PAPER_BECLR_RN18[("logreg", s)][0]
-        rows.append({"inference": "OpTA gain", "shots": s, "paper (%)": f"{paper:+.1f}",
-                     "smoke (%)": pct(*g, signed=True)})
-    return rows
+        if s in p.eval_shots:
+            table.measure(f"t1-opta-gain-{s}shot", gain(cs, last, s))
+    if both:
+        diff = stats.paired_difference([gain_episodes(c, last, 1) for c in cs],
+                                       [gain_episodes(c, last, 5) for c in cs])
+        table.measure("t1-gain-1shot-exceeds-5shot", stats.combine(min, diff, gain(cs, last, 1)))
+    if table["fig7-gain-grows"].applies:
+        first = first_snapshot(cs)
+        table.measure("fig7-gain-grows", stats.paired_difference(
+            [gain_episodes(c, last, 1) for c in cs], [gain_episodes(c, first, 1) for c in cs]))
+    if 1 in p.eval_shots:
+        table.measure("fig7-pretraining-improves", stats.paired_difference(
+            [c[last][("logreg", 1)].accuracies for c in cs], [c[0][("logreg", 1)].accuracies for c in cs]))
+    for (clf, s), (value, _) in PAPER_BECLR_RN18.items():
+        if table[f"level-{clf}-{s}shot"].applies:
+            table.measure(f"level-{clf}-{s}shot",
+                          stats.combine(lambda a, v=value: a - v / 100, accuracy(cs, last, clf, s)))
+    return table
 
 
-__all__ = ["NOTEBOOK", "Params", "spec", "run", "loss_figure", "checkpoint_curve", "curve_figure", "final_table",
-           "shot_gain_table", "against_paper"]
+def reference_values(p: Params, outcomes: list[Outcome]) -> dict[str, stats.Estimate | float | int]:
+    """The trained numbers the notebook asserts against its stored reference (all over >= 2 seeds), and the
+    deterministic counts of the run."""
+    cs = curves(p, outcomes)
+    last = last_epoch(cs)
+    out: dict[str, stats.Estimate | float | int] = {"snapshots": len(cs[0]) - 1,
+                                                    "train_images": train_images(p)}
+    for s in p.eval_shots:
+        for clf in ("logreg", "opta"):
+            out[f"{clf}/{s}/last"] = accuracy(cs, last, clf, s)
+        out[f"gain/{s}/last"] = gain(cs, last, s)
+    out["logreg/1/init"] = accuracy(cs, 0, "logreg", 1) if 1 in p.eval_shots else 0
+    return out
+
+
+__all__ = ["NOTEBOOK", "Params", "spec", "run", "curves", "data_stats", "loss_figure", "curve_figure",
+           "final_table", "claims", "reference_values"]

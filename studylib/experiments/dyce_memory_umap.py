@@ -7,6 +7,10 @@
   assignment instead of optimal transport), same pretraining otherwise.
 * Fig. 9 / App. C.1 (pseudo-class cognizance): how often the support images of one test class land on the same
   memory prototype, against the rate expected if prototypes were assigned independently of the class.
+
+One pretraining per memory variant and training seed (``p.seeds``; the DyCE runs are notebook 06's, reused
+through the run store). Accuracy differences are paired on shared episodes and their intervals are over the
+seeds; verdicts come from :func:`claims` by the rules of :mod:`studylib.evaluation.verdicts`.
 """
 
 from __future__ import annotations
@@ -21,9 +25,11 @@ import torch
 import torch.nn.functional as F
 
 from studylib.config import param
-from studylib.experiments.beclr_common import (BeclrParams, beclr_spec, evaluate_features, final_features,
-                                               load_snapshot, pct, snapshot_epochs, train_images,
-                                               train_with_snapshots)
+from studylib.evaluation import stats
+from studylib.evaluation.verdicts import Claim, Expectation
+from studylib.experiments.beclr_common import (BeclrParams, final_eval, load_data, load_snapshot, per_seed,
+                                               run_seeds, snapshot_epochs)
+from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.runner import Outcome, load_trained
 from studylib.methods.dyce import VARIANTS, kmeans
 from studylib.utils import get_device, mean_ci95
@@ -34,26 +40,36 @@ LABELS = {"dyce": "DyCE", "fifo": "DyCE-FIFO", "kmeans": "DyCE-kMeans"}
 
 @dataclass
 class Params(BeclrParams):
-    """Parameters of ``notebooks/07_dyce_memory_umap.ipynb`` (``params/07_dyce_memory_umap/*.yaml``)."""
+    """Parameters of ``notebooks/07_dyce_memory_umap.ipynb`` (``params/07_dyce_memory_umap/*.yaml``); the
+    defaults are the smoke scale: notebook 06's pretraining, two seeds per memory variant (six runs)."""
 
+    seeds: list[int] = param([0, 1], help="training seeds, one pretraining per memory variant and seed (the DyCE "
+                                          "runs are notebook 06's)", cut=True)
     variants: list[str] = param(["dyce", "fifo", "kmeans"], choices=VARIANTS, help="memory configurations")
-    umap_partitions: int = param(25, help="partitions shown in Fig. 6 (the largest ones)")
-    umap_per_partition: int = param(40, help="memory embeddings per shown partition")
-    umap_neighbors: int = param(15, help="UMAP n_neighbors")
-    cognizance_shots: int = param(3, help="support images per class in the cognizance statistic (Fig. 9: 3)")
+    umap_partitions: int = param(16, ge=2, cut=True,
+                                 help="partitions shown in Fig. 6 (the largest ones; paper: 25; at most partitions)")
+    umap_per_partition: int = param(30, ge=1, help="memory embeddings per shown partition (paper: 30)")
+    umap_neighbors: int = param(15, ge=2, help="UMAP n_neighbors")
+    cognizance_shots: int = param(3, ge=2, help="support images per class in the cognizance statistic (Fig. 9: 3)")
 
     def check(self) -> None:
         super().check()
         if "dyce" not in self.variants:
             raise ValueError("variants must include 'dyce' (the reference of Table 6)")
+        if self.umap_partitions > self.partitions:
+            raise ValueError(f"umap_partitions={self.umap_partitions} exceeds partitions={self.partitions}; lower it")
 
 
-def run_variants(p: Params, progress: bool = False) -> dict[str, Outcome]:
-    """Train (or load) one run per memory variant; the ``dyce`` run is notebook 06's."""
-    n = train_images(p)
-    return {v: train_with_snapshots(beclr_spec(p, n, "dyce" if v == "dyce" else f"dyce-{v}",
-                                               **({} if v == "dyce" else {"variant": v})), progress=progress)
+def run(p: Params, progress: bool = False) -> dict[str, list[Outcome]]:
+    """Train (or load) one run per memory variant and seed; the ``dyce`` runs are notebook 06's."""
+    return {v: run_seeds(p, "dyce" if v == "dyce" else f"dyce-{v}", progress=progress,
+                         **({} if v == "dyce" else {"variant": v}))
             for v in p.variants}
+
+
+def data_stats(p: Params) -> dict[str, Any]:
+    """The data set's split statistics (deterministic)."""
+    return load_data(p).stats()
 
 
 def partition_labels(snapshot: dict[str, Any], partitions: int, seed: int = 0) -> torch.Tensor:
@@ -101,16 +117,16 @@ def umap_2d(x: torch.Tensor, neighbors: int = 15, seed: int = 0) -> np.ndarray:
                      n_jobs=1).fit_transform(x.double().numpy())
 
 
-def memory_views(p: Params, outcome: Outcome) -> list[dict[str, Any]]:
+def memory_views(p: Params, outcome: Outcome, seed: int = 0) -> list[dict[str, Any]]:
     """First and last snapshot: sampled embeddings, their partitions, the 2-D UMAP and the Davies-Bouldin index
     (of the sample, as in the figure, and of the whole memory)."""
     epochs = snapshot_epochs(outcome)
     out = []
     for e in (epochs[0], epochs[-1]):
         snap = load_snapshot(outcome, e)["memory"]
-        labels = partition_labels(snap, p.partitions, p.seed)
-        x, lab = memory_sample(snap["embeddings"], labels, p.umap_partitions, p.umap_per_partition, p.seed)
-        out.append({"epoch": e, "x": x, "labels": lab, "xy": umap_2d(x, p.umap_neighbors, p.seed),
+        labels = partition_labels(snap, p.partitions, seed)
+        x, lab = memory_sample(snap["embeddings"], labels, p.umap_partitions, p.umap_per_partition, seed)
+        out.append({"epoch": e, "x": x, "labels": lab, "xy": umap_2d(x, p.umap_neighbors, seed),
                     "dbi_sample": davies_bouldin(x, lab), "dbi_memory": davies_bouldin(snap["embeddings"], labels)})
     return out
 
@@ -132,20 +148,43 @@ def memory_figure(views: list[dict[str, Any]], title: str = "") -> plt.Figure:
     return fig
 
 
-def variant_table(p: Params, outcomes: dict[str, Outcome]) -> list[dict[str, Any]]:
-    """Table 6 (memory rows): final accuracy without / with OpTA, and the last memory's Davies-Bouldin index."""
+def memory_dbi(p: Params, outcome: Outcome, epoch: int) -> float:
+    """Davies-Bouldin index of the whole teacher memory's partitions after ``epoch`` (a FIFO memory: of a
+    seeded k-means clustering into ``p.partitions`` clusters)."""
+    snap = load_snapshot(outcome, epoch)["memory"]
+    return davies_bouldin(snap["embeddings"], partition_labels(snap, p.partitions, 0))
+
+
+def dbi_change(p: Params, outcomes: list[Outcome]) -> stats.Estimate:
+    """DBI of the last snapshot's memory minus the first's, over seeds (negative: better separated)."""
+    vals = []
+    for o in outcomes:
+        epochs = snapshot_epochs(o)
+        vals.append(memory_dbi(p, o, epochs[-1]) - memory_dbi(p, o, epochs[0]))
+    return stats.over_seeds(vals)
+
+
+def dbi_estimate(p: Params, outcomes: list[Outcome], which: int) -> stats.Estimate:
+    """DBI of the first (``which=0``) or last (``-1``) snapshot's memory over seeds."""
+    return stats.over_seeds([memory_dbi(p, o, snapshot_epochs(o)[which]) for o in outcomes])
+
+
+def results(p: Params, outcomes: dict[str, list[Outcome]]) -> dict[str, list[dict]]:
+    """Final accuracy with and without OpTA of every variant's seeds (cached in the run folders)."""
+    return {v: [final_eval(p, o) for o in os] for v, os in outcomes.items()}
+
+
+def variant_table(p: Params, outcomes: dict[str, list[Outcome]]) -> list[dict[str, Any]]:
+    """Table 6 (memory rows): final accuracy without / with OpTA (mean ± 95% interval over seeds, %) and the
+    DBI of the last memory (mean over seeds)."""
+    res = results(p, outcomes)
     rows = []
-    for v, o in outcomes.items():
-        feats, labels, _ = final_features(o, p.eval_split)
-        res = evaluate_features(p, feats, labels)
-        snap = load_snapshot(o, snapshot_epochs(o)[-1])["memory"]
-        labs = partition_labels(snap, p.partitions, p.seed)
-        row: dict[str, Any] = {"memory": LABELS[v]}
+    for v, os in outcomes.items():
+        row: dict[str, Any] = {"memory": LABELS[v], "seeds": len(os)}
         for s in p.eval_shots:
-            row[f"{s}-shot"] = pct(res[("logreg", s)].mean, res[("logreg", s)].ci95)
-            row[f"{s}-shot + OpTA"] = pct(res[("opta", s)].mean, res[("opta", s)].ci95)
-        row["DBI (last memory)"] = round(davies_bouldin(snap["embeddings"], labs), 2)
-        row["_res"] = res
+            row[f"{s}-shot"] = stats.accuracy(per_seed(res[v], "logreg", s)).fmt()
+            row[f"{s}-shot + OpTA"] = stats.accuracy(per_seed(res[v], "opta", s)).fmt()
+        row["DBI (last memory)"] = round(dbi_estimate(p, os, -1).value, 2)
         rows.append(row)
     return rows
 
@@ -184,8 +223,77 @@ def cognizance(p: Params, outcome: Outcome) -> dict[str, tuple[float, float]]:
             "prototypes_used": (float(len([k for k in all_counts if k])), 0.0)}
 
 
+def cognizance_excess(p: Params, outcomes: list[Outcome]) -> stats.Estimate:
+    """Per seed: P(all shots of a class share a prototype) - the class-blind rate; over seeds."""
+    vals = []
+    for o in outcomes:
+        c = cognizance(p, o)
+        vals.append(c["same_prototype"][0] - c["class_blind"][0])
+    return stats.over_seeds(vals)
+
+
+# ------------------------------------------------------------------------------------------------- claims
+
+PAPER_SCALE_WHY = "needs the paper's data (miniImageNet), ResNet-18 at 224 px and 400 epochs (paper scale)"
+
+
+def claims(p: Params, outcomes: dict[str, list[Outcome]] | None = None) -> ClaimsTable:
+    """The claims of seed 001 this notebook tests (from ``p`` alone), measured when ``outcomes`` are given."""
+    five = 5 in p.eval_shots
+    t6 = {v: f"{PAPER_TABLE6[v][0]:.2f} ± {PAPER_TABLE6[v][1]:.2f}" for v in PAPER_TABLE6}
+    rows = [
+        Claim("fig6-dbi-falls", "The memory's partitions become better separated during training (lower DBI)",
+              "Fig. 6, Sec. 5.1 [A2]", "qualitative (DBI 'significantly lower' at the final state)",
+              "Davies-Bouldin index of the DyCE memory, last snapshot - first snapshot (whole memory)",
+              Expectation("less"), applies=p.epochs >= 2, why_not="needs at least 2 epochs (2 snapshots)", unit=1.0),
+        Claim("fig9-cognizance", "The support images of one class land on the same memory prototype more often "
+              "than chance", "Fig. 9, App. C.1", "qualitative",
+              f"P(all {p.cognizance_shots} images of a test class share a prototype) - the class-blind rate",
+              Expectation("greater")),
+    ]
+    for a, b in (("dyce", "fifo"), ("dyce", "kmeans"), ("kmeans", "fifo")):
+        rows.append(Claim(f"t6-{a}-beats-{b}", f"{LABELS[a]} beats {LABELS[b]} (5-way 5-shot, with OpTA)",
+                          "Table 6 (miniImageNet)", f"{t6[a]} vs {t6[b]}",
+                          f"{LABELS[a]} - {LABELS[b]}, 5-shot + OpTA, paired episodes", Expectation("greater"),
+                          applies=five and {a, b} <= set(p.variants),
+                          why_not=f"needs eval_shots 5 and variants {a}, {b}"))
+    rows.append(Claim("level-t6-dyce", "BECLR (DyCE) 5-way 5-shot accuracy with OpTA", "Table 6 (miniImageNet)",
+                      t6["dyce"], "our accuracy - the paper's", Expectation("within", margin=0.01),
+                      applies=p.scale == "paper" and p.data == "mini_imagenet" and five, why_not=PAPER_SCALE_WHY))
+    table = ClaimsTable(NOTEBOOK, p.scale, rows)
+    if outcomes is None:
+        return table
+    res = results(p, outcomes)
+    if table["fig6-dbi-falls"].applies:
+        table.measure("fig6-dbi-falls", dbi_change(p, outcomes["dyce"]))
+    table.measure("fig9-cognizance", cognizance_excess(p, outcomes["dyce"]))
+    for a, b in (("dyce", "fifo"), ("dyce", "kmeans"), ("kmeans", "fifo")):
+        if table[f"t6-{a}-beats-{b}"].applies:
+            table.measure(f"t6-{a}-beats-{b}", stats.paired_difference(per_seed(res[a], "opta", 5),
+                                                                      per_seed(res[b], "opta", 5)))
+    if table["level-t6-dyce"].applies:
+        ref = PAPER_TABLE6["dyce"][0] / 100
+        table.measure("level-t6-dyce", stats.combine(lambda x: x - ref,
+                                                     stats.accuracy(per_seed(res["dyce"], "opta", 5))))
+    return table
+
+
+def reference_values(p: Params, outcomes: dict[str, list[Outcome]]) -> dict[str, stats.Estimate | float | int]:
+    """The trained numbers the notebook asserts against its stored reference (all over >= 2 seeds)."""
+    res = results(p, outcomes)
+    out: dict[str, stats.Estimate | float | int] = {"runs": sum(len(os) for os in outcomes.values())}
+    for v in outcomes:
+        for s in p.eval_shots:
+            for clf in ("logreg", "opta"):
+                out[f"{v}/{clf}/{s}"] = stats.accuracy(per_seed(res[v], clf, s))
+        out[f"{v}/dbi_last"] = dbi_estimate(p, outcomes[v], -1)
+    out["dyce/cognizance_excess"] = cognizance_excess(p, outcomes["dyce"])
+    return out
+
+
 # Seed 001, Table 6 (miniImageNet 5-way 5-shot, %): the memory configurations.
 PAPER_TABLE6 = {"fifo": (84.05, 0.39), "kmeans": (85.37, 0.33), "dyce": (87.82, 0.29)}
 
-__all__ = ["NOTEBOOK", "Params", "run_variants", "partition_labels", "memory_sample", "davies_bouldin", "umap_2d",
+__all__ = ["NOTEBOOK", "Params", "run", "data_stats", "memory_dbi", "dbi_change", "dbi_estimate", "results",
+           "cognizance_excess", "claims", "reference_values", "partition_labels", "memory_sample", "davies_bouldin", "umap_2d",
            "memory_views", "memory_figure", "variant_table", "same_group_probability", "cognizance", "PAPER_TABLE6", "LABELS"]

@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from studylib.methods.opta import sinkhorn_log
+from studylib.numerics.ot import sinkhorn_log
 
 VARIANTS = ("dyce", "fifo", "kmeans")
 
@@ -205,14 +205,17 @@ class DyCE(nn.Module):
         Returns:
             ``[N]`` int64 partition indices.
         """
-        protos = F.normalize(self.prototypes, dim=1)
-        sim = z @ protos.T                                                   # [N, P]
+        # float32 with autocast off: under bf16 autocast the similarities (and so the Sinkhorn plan's argmax)
+        # would carry 8-bit mantissas (issue 9); the solver itself also runs in float32.
+        with torch.autocast(z.device.type, enabled=False):
+            protos = F.normalize(self.prototypes.float(), dim=1)
+            sim = z.float() @ protos.T                                       # [N, P]
         if self.variant == "kmeans":
             return sim.argmax(dim=1)
         n, p = sim.shape
         a = torch.full((1, n), 1.0 / n, device=z.device, dtype=sim.dtype)
         b = torch.full((1, p), 1.0 / p, device=z.device, dtype=sim.dtype)
-        plan = sinkhorn_log(-sim[None], a, b, self.epsilon, self.sinkhorn_iters, tol=0.0)[0]
+        plan = sinkhorn_log(-sim[None], a, b, self.epsilon, self.sinkhorn_iters, tol=0.0)[0]  # float32
         return plan.argmax(dim=1)
 
     @torch.no_grad()

@@ -28,10 +28,14 @@ module solves thousands of episodes in one set of tensor ops on any device, whic
 
 from __future__ import annotations
 
+import functools
+from typing import Callable, TypeVar
+
 import torch
 
 from studylib.evaluation.classifiers import register_classifier
 from studylib.evaluation.logreg import fit_logreg, logreg_classifier
+from studylib.numerics.ot import sinkhorn_log  # re-exported: the solver moved to studylib.numerics.ot
 
 
 def standardize(x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
@@ -55,89 +59,24 @@ def _sq_dists(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return d.clamp_min_(0.0)
 
 
-def sinkhorn_log(cost: torch.Tensor, a: torch.Tensor, b: torch.Tensor, epsilon: float = 0.05,
-                 max_iter: int = 1000, tol: float = 1e-4, check_every: int = 10) -> torch.Tensor:
-    """Entropic optimal transport (Eq. 2) in the log domain, batched over episodes.
+F_ = TypeVar("F_", bound=Callable[..., torch.Tensor])
 
-    Solves ``min_pi <pi, C> - eps H(pi)`` s.t. ``pi 1 = a``, ``pi^T 1 = b`` for every episode with the
-    iterations of POT's ``sinkhorn_log``: ``v = log b - LSE_i(-C/eps + u)``, ``u = log a - LSE_j(-C/eps + v)``;
-    every ``check_every`` iterations (first at iteration 0) the column-marginal error ``||pi^T 1 - b||_2`` of
-    each episode is measured and episodes below ``tol`` stop updating (they leave the working set), so each
-    episode gets exactly the iterations POT would give it. ``tol <= 0`` runs ``max_iter`` iterations.
 
-    Numerics: the log-domain updates cannot overflow for any ``epsilon``. When the (per-episode min-shifted)
-    cost satisfies ``max C / eps <= 30`` (float32; 300 in float64), ``exp(-C/eps)`` cannot underflow and the
-    identical iterates are computed in the scaling domain (``U = e^u``: ``V = b / K^T U``, ``U = a / K V``)
-    with batched matmuls, several times faster than log-sum-exps on the CPU. OpTA's max-normalised cost with
-    ``eps = 0.05`` (range 20) always takes that path; small ``eps`` falls back to the log domain.
+def full_precision(fn: F_) -> F_:
+    """Run ``fn(support, query, ...)`` in at least float32 with autocast off (float64 inputs stay float64).
 
-    Args:
-        cost: ``[E, m, n]`` cost matrices (use ``-similarity`` for similarity scores).
-        a: ``[E, m]`` row marginals (positive, each summing to the same mass as ``b``).
-        b: ``[E, n]`` column marginals.
-        epsilon: entropic regularisation (in the units of ``cost``).
-        max_iter: maximum number of Sinkhorn iterations.
-        tol: stopping threshold on the column-marginal violation.
-        check_every: iterations between convergence checks (10 as in POT; each check syncs with the host).
-
-    Returns:
-        ``[E, m, n]`` transport plans ``exp(-C/eps + u_i + v_j)``.
+    OpTA's cost is an expanded squared distance (``|a|^2 + |b|^2 - 2ab``), which cancels badly in bf16, and its
+    plan feeds a Sinkhorn solve; under bf16 autocast (evaluation on a GPU) both would run in 8-bit mantissas
+    (issue 9). The result is float32 (or float64), whatever the caller's autocast state.
     """
-    if cost.dim() != 3:
-        raise ValueError(f"cost must be [E, m, n], got shape {tuple(cost.shape)}; add a leading episode axis")
-    if a.shape != cost.shape[:2] or b.shape != (cost.shape[0], cost.shape[2]):
-        raise ValueError(f"marginals must be [E, m] and [E, n] for cost {tuple(cost.shape)}, got "
-                         f"{tuple(a.shape)} and {tuple(b.shape)}")
-    if epsilon <= 0:
-        raise ValueError(f"epsilon must be > 0, got {epsilon}")
-    # The plan is unchanged by a constant shift of each episode's cost (the potentials absorb it).
-    cost = cost - cost.amin(dim=(1, 2), keepdim=True)
-    limit = 30.0 if cost.dtype in (torch.float32, torch.float16, torch.bfloat16) else 300.0
-    scaling = float(cost.amax()) / epsilon <= limit
-    if scaling:
-        # exp(-C/eps) >= e^-limit cannot underflow: the same iterates in the scaling domain
-        # (U = e^u, V = e^v: V = b / K^T U, U = a / K V), products and sums instead of log-sum-exps.
-        kern, ra, rb = torch.exp(-cost / epsilon), a, b
 
-        def step(k: torch.Tensor, ra: torch.Tensor, rb: torch.Tensor, u: torch.Tensor
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
-            v = rb / (u[:, :, None] * k).sum(dim=1)
-            return ra / torch.bmm(k, v[:, :, None])[:, :, 0], v
+    @functools.wraps(fn)
+    def wrapper(support: torch.Tensor, query: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        dtype = torch.float64 if torch.float64 in (support.dtype, query.dtype) else torch.float32
+        with torch.autocast(query.device.type, enabled=False):
+            return fn(support.to(dtype), query.to(dtype), *args, **kwargs)
 
-        def column(k: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-            return v * (u[:, :, None] * k).sum(dim=1)
-
-        u_all, v_all = torch.ones_like(a), torch.ones_like(b)
-    else:
-        kern, ra, rb = -cost / epsilon, a.log(), b.log()
-
-        def step(k: torch.Tensor, ra: torch.Tensor, rb: torch.Tensor, u: torch.Tensor
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
-            v = rb - torch.logsumexp(k + u[:, :, None], dim=1)
-            return ra - torch.logsumexp(k + v[:, None, :], dim=2), v
-
-        def column(k: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-            return torch.exp(k + u[:, :, None] + v[:, None, :]).sum(dim=1)
-
-        u_all, v_all = torch.zeros_like(a), torch.zeros_like(b)
-    # Episodes that converge are written back and dropped from the working set (no wasted iterations).
-    idx = torch.arange(cost.shape[0], device=cost.device)
-    k_, a_, b_, bb_, u, v = kern, ra, rb, b, u_all, v_all
-    for it in range(max_iter):
-        u, v = step(k_, a_, b_, u)
-        if tol > 0 and it % check_every == 0:
-            done = torch.linalg.vector_norm(column(k_, u, v) - bb_, dim=1) < tol
-            if bool(done.any()):
-                u_all[idx[done]], v_all[idx[done]] = u[done], v[done]
-                keep = ~done
-                idx, k_, a_, b_, bb_, u, v = idx[keep], k_[keep], a_[keep], b_[keep], bb_[keep], u[keep], v[keep]
-                if idx.numel() == 0:
-                    break
-    if idx.numel():
-        u_all[idx], v_all[idx] = u, v
-    if scaling:
-        return u_all[:, :, None] * kern * v_all[:, None, :]
-    return torch.exp(kern + u_all[:, :, None] + v_all[:, None, :])
+    return wrapper  # type: ignore[return-value]
 
 
 def default_passes(shots: int) -> int:
@@ -145,6 +84,7 @@ def default_passes(shots: int) -> int:
     return 5 if shots == 1 else 1
 
 
+@full_precision
 def opta(support: torch.Tensor, query: torch.Tensor, passes: int | None = None, epsilon: float = 0.05,
          max_iter: int = 1000, tol: float = 1e-4, mix: float = 0.7) -> torch.Tensor:
     """Transported support prototypes (Eq. 4), batched over episodes.
@@ -186,6 +126,7 @@ def opta(support: torch.Tensor, query: torch.Tensor, passes: int | None = None, 
     return protos
 
 
+@full_precision
 def opta_classifier(support: torch.Tensor, query: torch.Tensor, passes: int | None = None,
                     epsilon: float = 0.05, max_iter: int = 1000, tol: float = 1e-4, mix: float = 0.7,
                     C: float = 1.0, standardize_features: bool = True) -> torch.Tensor:
@@ -207,6 +148,7 @@ def opta_classifier(support: torch.Tensor, query: torch.Tensor, passes: int | No
     return torch.einsum("eqd,ecd->eqc", query, weight) + bias[:, None, :]
 
 
+@full_precision
 def opta_nearest_classifier(support: torch.Tensor, query: torch.Tensor, passes: int | None = None,
                             epsilon: float = 0.05, max_iter: int = 1000, tol: float = 1e-4, mix: float = 0.7,
                             standardize_features: bool = True) -> torch.Tensor:
@@ -217,7 +159,7 @@ def opta_nearest_classifier(support: torch.Tensor, query: torch.Tensor, passes: 
     return -_sq_dists(query, protos)
 
 
-__all__ = ["standardize", "sinkhorn_log", "default_passes", "opta", "opta_classifier",
+__all__ = ["standardize", "sinkhorn_log", "full_precision", "default_passes", "opta", "opta_classifier",
            "opta_nearest_classifier"]
 
 

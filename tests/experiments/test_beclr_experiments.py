@@ -31,8 +31,10 @@ def _common(p):
 
 def test_notebooks_share_one_pretraining_run():
     ps = [load_params(m.Params, m.NOTEBOOK, "smoke") for m in MODULES]
-    specs = [beclr_spec(p, 3840, "dyce").config() for p in ps]
-    assert specs[0] == specs[1] == specs[2]          # 07 and 08 reuse 06's run folder
+    for seed in ps[1].seeds + ps[2].seeds:          # 07 and 08 reuse 06's run folders, seed by seed
+        assert seed in ps[0].seeds
+        specs = [beclr_spec(p, 3840, "dyce", seed=seed).config() for p in ps]
+        assert specs[0] == specs[1] == specs[2]
     paper = [load_params(m.Params, m.NOTEBOOK, "paper") for m in MODULES]
     assert _common(paper[0]) == _common(paper[1]) == _common(paper[2])
 
@@ -47,6 +49,9 @@ def test_spec_converts_epochs_to_steps_and_scales_lr():
     sp = beclr_spec(paper, 38400, "dyce")                           # miniImageNet train: 64 x 600
     assert sp.train.sampler == "shuffled" and sp.method_options["adapt_steps"] == 30 * (38400 // 256)
     assert sp.train.lr == pytest.approx(0.3)
+    s1 = beclr_spec(p, 3840, "dyce", seed=1)
+    assert s1.train.seed == 1 and s1.method_options["seed"] == 1 and s1.eval.seed == s.eval.seed == 0
+    assert s1.config() != s.config()
     fifo = beclr_spec(p, 3840, "dyce-fifo", variant="fifo")
     assert fifo.method_options["variant"] == "fifo"
     assert fifo.config() != s.config()
@@ -56,7 +61,9 @@ def test_spec_converts_epochs_to_steps_and_scales_lr():
 
 def test_params_check_memory_holds_a_batch():
     with pytest.raises(ValueError, match="memory"):
-        load_params(beclr_pretraining.Params, beclr_pretraining.NOTEBOOK, "smoke", memory_size=64)
+        load_params(beclr_pretraining.Params, beclr_pretraining.NOTEBOOK, "smoke", memory_size=32)
+    with pytest.raises(ValueError, match="seeds"):
+        load_params(beclr_pretraining.Params, beclr_pretraining.NOTEBOOK, "smoke", seeds=[0, 0])
 
 
 def _tiny_dataset() -> FewShotDataset:
@@ -148,3 +155,39 @@ def test_same_group_probability_by_enumeration(counts, n):
     draws = list(itertools.combinations(range(len(items)), n))
     brute = sum(len({items[i] for i in d}) == 1 for d in draws) / len(draws)
     assert dyce_memory_umap.same_group_probability(counts, n) == pytest.approx(brute)
+
+
+def _curve(gains1, gains5, base=0.5, epochs=(0, 1, 2)):
+    """A fake Fig. 7 curve per seed: logreg at ``base``, OpTA at ``base + gain`` on 40 episodes."""
+    out = []
+    for g1, g5 in zip(gains1, gains5):
+        rng = np.random.default_rng(len(out))
+        noise = {s: rng.normal(0, 0.01, 40) for s in (1, 5)}
+        out.append({e: {("logreg", 1): _res(base + noise[1]), ("logreg", 5): _res(base + noise[5]),
+                        ("opta", 1): _res(base + g1 + noise[1]), ("opta", 5): _res(base + g5 + noise[5])}
+                    for e in epochs})
+    return out
+
+
+@pytest.mark.parametrize("g1,g5,verdict", [((-0.05, -0.06, -0.055), (-0.15, -0.16, -0.14), "not reproduced"),
+                                           ((0.10, 0.11, 0.09), (0.01, 0.02, 0.015), "reproduced")])
+def test_opta_helps_1shot_more_needs_a_positive_1shot_gain(monkeypatch, g1, g5, verdict):
+    """Issue 8: two negative gains (1-shot hurt less than 5-shot) must not read as 'helps 1-shot more'."""
+    p = beclr_pretraining.Params(epochs=2)
+    monkeypatch.setattr(beclr_pretraining, "curves", lambda p, o: _curve(g1, g5))
+    table = beclr_pretraining.claims(p, outcomes=[object()] * 3)
+    assert table["t1-gain-1shot-exceeds-5shot"].verdict == verdict
+    assert table["t1-gain-1shot-exceeds-5shot"].measured.n_seeds == 3
+    assert table["level-opta-1shot"].verdict == "not tested"
+
+
+def test_claims_tables_are_static_and_paper_rows_apply_at_paper_scale():
+    for m in MODULES:
+        smoke = m.claims(load_params(m.Params, m.NOTEBOOK, "smoke"))
+        paper = m.claims(load_params(m.Params, m.NOTEBOOK, "paper"))
+        assert [c.id for c in smoke] == [c.id for c in paper]
+        assert smoke.checked() == m.claims(load_params(m.Params, m.NOTEBOOK, "smoke")).checked()
+        assert any(c.applies and not s.applies for c, s in zip(paper, smoke)) or m is dyce_memory_umap
+        assert all(c.source and c.paper for c in paper)
+    smoke08 = opta_before_after.claims(load_params(opta_before_after.Params, opta_before_after.NOTEBOOK, "smoke"))
+    assert smoke08["t4-opta-helps-nca"].verdict == "not tested"
