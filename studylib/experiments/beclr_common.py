@@ -183,7 +183,7 @@ def _save_snapshot(run: Run, method: torch.nn.Module, epoch: int) -> None:
     })
 
 
-def train_with_snapshots(spec: RunSpec, store: RunStore | None = None, progress: bool = False) -> Outcome:
+def train_with_snapshots(spec: RunSpec, store: RunStore | None = None, progress: bool = True) -> Outcome:
     """Train ``spec`` through the run store, saving a snapshot at the end of every epoch; then evaluate it.
 
     Resumes an interrupted run (the snapshots of finished epochs are kept); a finished run is only loaded.
@@ -218,7 +218,7 @@ def train_with_snapshots(spec: RunSpec, store: RunStore | None = None, progress:
     return outcome
 
 
-def run_seeds(p: BeclrParams, label: str = "dyce", progress: bool = False, seeds: Sequence[int] | None = None,
+def run_seeds(p: BeclrParams, label: str = "dyce", progress: bool = True, seeds: Sequence[int] | None = None,
               **method_overrides: Any) -> list[Outcome]:
     """One pretraining per training seed (``p.seeds``), each with per-epoch snapshots, through the run store:
     a configuration another notebook already trained (same spec, same hash) is loaded, not retrained."""

@@ -40,7 +40,7 @@ def spec(p: Params, seed: int | None = None) -> RunSpec:
     return beclr_spec(p, train_images(p), "dyce", seed=seed)
 
 
-def run(p: Params, progress: bool = False) -> list[Outcome]:
+def run(p: Params, progress: bool = True) -> list[Outcome]:
     """Train (or load) one run per seed, with a backbone + memory snapshot after every epoch."""
     return run_seeds(p, "dyce", progress=progress)
 

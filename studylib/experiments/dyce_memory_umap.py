@@ -60,7 +60,7 @@ class Params(BeclrParams):
             raise ValueError(f"umap_partitions={self.umap_partitions} exceeds partitions={self.partitions}; lower it")
 
 
-def run(p: Params, progress: bool = False) -> dict[str, list[Outcome]]:
+def run(p: Params, progress: bool = True) -> dict[str, list[Outcome]]:
     """Train (or load) one run per memory variant and seed; the ``dyce`` runs are notebook 06's."""
     return {v: run_seeds(p, "dyce" if v == "dyce" else f"dyce-{v}", progress=progress,
                          **({} if v == "dyce" else {"variant": v}))

@@ -253,7 +253,7 @@ def make_spec(p: Any, v: Variant, seed: int, train_images: int, eval_shots: Sequ
 
 
 def run_variants(p: Any, variants: Iterable[Variant], train_images: int,
-                 progress: bool = False) -> dict[Variant, list[Outcome]]:
+                 progress: bool = True) -> dict[Variant, list[Outcome]]:
     """Train (or load) every variant for every seed of ``p.seeds``; ``{variant: [outcome per seed]}``."""
     unique = list(dict.fromkeys(variants))
     specs = [make_spec(p, v, s, train_images) for v in unique for s in p.seeds]

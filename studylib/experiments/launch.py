@@ -8,7 +8,7 @@ Each rank runs papermill on the notebook with ``params/<notebook>/<scale>.yaml``
 value). The kernels inherit torchrun's ``RANK``/``WORLD_SIZE``/``MASTER_ADDR``, so every ``run_spec`` in the
 notebook joins the process group and trains its run on all ranks together
 (:mod:`studylib.training.distributed`): rank 0 writes the runs, evaluates them and writes the executed notebook
-to ``out/notebooks/`` and the figures; the other ranks' copies go to ``out/notebooks/rank<r>/`` and their
+to ``out/<scale>/`` and the figures; the other ranks' copies go to ``out/<scale>/rank<r>/`` and their
 figures nowhere. The notebooks themselves are unchanged: the ranks execute the same cells in the same order,
 so they meet at the same runs.
 """
@@ -22,7 +22,8 @@ from pathlib import Path
 
 import yaml
 
-from studylib.config import REPO_ROOT, read_param_file
+from studylib.config import read_param_file
+from studylib.paths import project_root
 
 GROUP_ENV = "STUDYLIB_DIST_GROUP"  # names the process group of one notebook (a new kernel per notebook)
 
@@ -39,13 +40,13 @@ def main(argv: list[str] | None = None) -> int:
 
     rank = int(os.environ.get("RANK", "0"))
     for name in args.notebooks:
-        nb = REPO_ROOT / "notebooks" / f"{name}.ipynb"
+        nb = project_root() / "notebooks" / f"{name}.ipynb"
         if not nb.is_file():
             print(f"launch: no notebook {nb}", file=sys.stderr)
             return 2
-        params = read_param_file(REPO_ROOT / "params" / name / f"{args.scale}.yaml")
+        params = read_param_file(project_root() / "params" / name / f"{args.scale}.yaml")
         params.update({k: yaml.safe_load(v) for k, v in args.p})
-        out = REPO_ROOT / "out" / "notebooks" / ("" if rank == 0 else f"rank{rank}") / f"{name}.ipynb"
+        out = project_root() / "out" / args.scale / ("" if rank == 0 else f"rank{rank}") / f"{name}.ipynb"
         out.parent.mkdir(parents=True, exist_ok=True)
         os.environ[GROUP_ENV] = name  # the kernel's process group is this notebook's alone
         try:

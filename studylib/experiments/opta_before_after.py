@@ -54,7 +54,7 @@ class Params(BeclrParams):
                                            "scale their training exceeds the budget)")
 
 
-def beclr_runs(p: Params, progress: bool = False) -> list[Outcome]:
+def beclr_runs(p: Params, progress: bool = True) -> list[Outcome]:
     """Notebook 06's BECLR (DyCE) runs, one per seed (the same specs, so the same run folders)."""
     return run_seeds(p, "dyce", progress=progress)
 
@@ -142,12 +142,12 @@ ABLATION_LABELS = {"masking": "noema-nodyce", "EMA": "nomask-nodyce", "masking +
                    "masking + EMA + DyCE": "dyce"}
 
 
-def ablation_runs(p: Params, progress: bool = False) -> dict[str, list[Outcome]]:
+def ablation_runs(p: Params, progress: bool = True) -> dict[str, list[Outcome]]:
     """The Table 5 rows that need pretraining, one run per seed (the last row is notebook 06's runs)."""
     return {row: run_seeds(p, ABLATION_LABELS[row], progress=progress, **opts) for row, opts in ABLATION.items()}
 
 
-def run(p: Params, progress: bool = False) -> dict[str, list[Outcome]]:
+def run(p: Params, progress: bool = True) -> dict[str, list[Outcome]]:
     """Every pretraining this notebook needs: the Table 5 rows (the full one is notebook 06's DyCE runs)."""
     return ablation_runs(p, progress)
 
@@ -177,7 +177,7 @@ def table5(p: Params, outcomes: dict[str, list[Outcome]]) -> list[dict[str, Any]
 # --------------------------------------------------------------------------------------------------- Table 4
 
 
-def table4_runs(p: Params, progress: bool = False) -> dict[str, list[Outcome]]:
+def table4_runs(p: Params, progress: bool = True) -> dict[str, list[Outcome]]:
     """Notebook 05's runs of ``p.table4_methods`` at ``p.scale``, one per seed of notebook 05 (loaded from the
     run store, or trained through the runner)."""
     if not p.table4_methods:

@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
 
+from studylib.progress import bar as progress_bar
 from studylib.experiments.runner import Outcome, RunSpec, run_spec, stored_outcome
 from studylib.training.runlock import RunLock
 from studylib.training.runstore import Run, RunStore
@@ -183,7 +183,7 @@ def run_sweep_ray(specs: list[RunSpec], store: RunStore | None = None, progress:
     out: list[Outcome | None] = [None] * len(specs)
     pending: dict[Any, int] = {}
     waiting: set[int] = set()
-    bar = tqdm(total=len(specs), desc="runs (ray)", disable=not progress or len(specs) < 2)
+    bar = progress_bar(total=len(specs), desc="runs (ray)", enabled=bool(progress) and len(specs) >= 2)
 
     def finish(i: int) -> None:
         out[i] = stored_outcome(specs[i], store)

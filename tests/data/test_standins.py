@@ -27,9 +27,13 @@ SIZES = {"omniglot": 28, "cifar_fs": 32, "fc100": 32}
 def test_each_standin_reads_back_through_its_reader(tiny, fmt):
     name = SI.FORMATS[fmt][0]
     root = SI.standin_root(fmt)
-    ds = READERS[name](str(root), size=SIZES.get(name, 84), cache=False)
+    opts = {"split": "random"} if name == "folder" else {}  # the folder stand-in is <root>/<class>/<image>
+    ds = READERS[name](str(root), size=SIZES.get(name, 84), cache=False, **opts)
     stats = ds.stats()
-    if name == "omniglot":  # 14 alphabets x 10 characters, vinyals proportions, 20 drawers
+    if name == "folder":  # 25 classes of 20, a seeded class-disjoint split
+        assert sum(stats[s]["classes"] for s in ("train", "val", "test")) == 25
+        assert {s["min_per_class"] for s in stats.values()} == {20}
+    elif name == "omniglot":  # 14 alphabets x 10 characters, vinyals proportions, 20 drawers
         assert sum(s["classes"] for s in stats.values()) == 140
         assert {s["min_per_class"] for s in stats.values()} == {20}
     elif name == "cub":  # 20 classes split 50/25/25 by class id
