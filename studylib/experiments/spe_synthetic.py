@@ -41,8 +41,8 @@ from sklearn.metrics import roc_auc_score
 from studylib.config import param
 from studylib.data.lshapes import (LShapeFactors, LShapeProbe, LShapeSpec, bayes_classify, bayes_optimal_accuracy,
                                    hue_noise_probe, interpolation_probe, leg_length_probe, render_lshapes)
-from studylib.experiments.runner import DataSpec, Outcome, RunSpec, load_trained, run_spec
-from studylib.experiments.spe_common import (cached, eval_spec_stub, few_shot_accuracies, method_parts,
+from studylib.experiments.runner import DataSpec, Outcome, RunSpec, run_spec
+from studylib.experiments.spe_common import (cached, eval_spec_stub, few_shot_accuracies, load_for_evaluation, method_parts,
                                              model_features, split_gaussian_features)
 from studylib.methods.base import Method
 from studylib.training.loop import OPTIMIZERS, SCHEDULES, TrainConfig
@@ -170,7 +170,7 @@ class Trained:
 
 
 def load(outcome: Outcome) -> Trained:
-    return Trained(outcome, *load_trained(outcome))
+    return Trained(outcome, *load_for_evaluation(outcome))
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from studylib.evaluation import evaluate
 from studylib.experiments import spe_omniglot as so
 from studylib.experiments import spe_synthetic as ss
 from studylib.experiments.runner import Outcome, RunSpec, run_spec
-from studylib.experiments.spe_common import few_shot_accuracies, method_parts
+from studylib.experiments.spe_common import few_shot_accuracies, method_parts, model_features
 from studylib.methods.spe import SPEMethod
 from studylib.models import build_backbone
 from studylib.training.loop import TrainConfig, lr_factor
@@ -208,3 +208,23 @@ def test_paper_parameters_run_on_the_real_omniglot_reader():
         assert acc["5way/1shot"].shape == (4,)
     ds = load_dataset(**{"name": so.data_spec(p).name, "root": so.data_spec(p).root}, **so.data_spec(p).options)
     assert ds["train"].num_classes % 4 == 0  # every character in its four rotations
+
+
+def test_evaluation_runs_where_the_callers_model_is_and_never_moves_it(tmp_path, monkeypatch):
+    """Issue 9: on a GPU machine the evaluation moved the caller's CPU model to CUDA as a side effect, and the
+    caller's next CPU forward met a cuda:0 weight. Simulated on the CPU: 'CUDA is available' (any .to('cuda')
+    would raise here), the model and its features stay on the CPU."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    g = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (6 * 10, 1, 4, 4), generator=g, dtype=torch.uint8)
+    labels = torch.arange(6).repeat_interleave(10)
+    ds = FewShotDataset("toy", {"test": ImageSplit(images, labels, [str(i) for i in range(6)])})
+    method = SPEMethod(_FixedGaussian(16, 2, raw=-3.0), None, dim=2, support_size=5)
+    method.eval()
+    transform = lambda x: x.float() / 255.0  # noqa: E731
+    out = Outcome(RunSpec("toy"), RunStore(tmp_path).run("toy", {"k": 2}), {})
+    acc = few_shot_accuracies(out, [5], [1], 5, 4, samples=4, loaded=(method, transform, ds))
+    assert acc["5way/1shot"].shape == (4,)
+    assert all(p.device.type == "cpu" for p in method.parameters())
+    feats = model_features(method, images, transform)
+    assert feats.device.type == "cpu" and feats.dtype == torch.float32 and feats.shape == (60, 4)
