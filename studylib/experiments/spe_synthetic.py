@@ -622,7 +622,8 @@ def claims(p: Params, analyses: list[Analysis] | None = None) -> ClaimsTable:
               Expectation("greater"), unit=1.0),
         Claim("fig2-colour-variance-between-classes", "Inputs half way between two hue classes have the largest "
               "variance on the colour dimension", "Fig. 2, Sec. 3.1", "qualitative (Fig. 2)",
-              "log var(colour dim): middle hue row - centre rows of the 5x5 interpolation, " + log_test,
+              f"log var(colour dim): middle hue row - centre rows of the {p.interp_steps}x{p.interp_steps} "
+              "interpolation, " + log_test,
               Expectation("greater"), unit=1.0),
         Claim("fig2-orientation-variance-between-classes", "Inputs half way between two orientation classes have "
               "the largest variance on the orientation dimension", "Fig. 2, Sec. 3.1", "qualitative (Fig. 2)",
