@@ -61,13 +61,26 @@ def eval_spec_stub(ways: int, shots: int, queries: int, val_episodes: int = 0, e
 
 
 def model_features(method: Method, images: torch.Tensor, transform: Callable[[torch.Tensor], torch.Tensor],
-                   device: torch.device | None = None) -> torch.Tensor:
-    """``[N, 2d]`` ``mu || var`` for an SPE (:meth:`SPEMethod.gaussian_features`), ``[N, d]`` for a PN;
-    float32 on ``device`` (default: CUDA when present)."""
-    device = device or get_device("auto")
-    method.to(device)
+                   device: torch.device | str | None = None) -> torch.Tensor:
+    """``[N, 2d]`` ``mu || var`` for an SPE (:meth:`SPEMethod.gaussian_features`), ``[N, d]`` for a PN; float32.
+
+    The features are computed where the model's parameters are (``device=None``, the default) and returned on
+    that device: the caller's model is never moved as a side effect (issue 9: moving it to CUDA here left a
+    caller that kept using it on CPU tensors with a CPU tensor meeting a ``cuda:0`` weight). Pass ``device``
+    to move the model explicitly first.
+    """
+    if device is not None:
+        method.to(device)
     fn = method.gaussian_features if isinstance(method, SPEMethod) else method.features
-    return extract_features(fn, images, transform, device=device)
+    return extract_features(fn, images, transform, device=None)
+
+
+def load_for_evaluation(outcome: Outcome) -> tuple[Method, Callable[[torch.Tensor], torch.Tensor], FewShotDataset]:
+    """:func:`load_trained` on the device the run was trained for (``spec.train.device``, 'auto': CUDA when
+    present): the model is this function's own, so moving it is safe."""
+    method, transform, dataset = load_trained(outcome)
+    method.to(get_device(outcome.spec.train.device))
+    return method, transform, dataset
 
 
 def split_gaussian_features(feats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -103,7 +116,7 @@ def few_shot_accuracies(outcome: Outcome, ways: list[int], shots: list[int], que
               "seed": seed, "samples": samples, "v": 1}
 
     def compute() -> dict[str, torch.Tensor]:
-        method, transform, dataset = loaded or load_trained(outcome)
+        method, transform, dataset = loaded or load_for_evaluation(outcome)
         data = dataset[split]
         feats = model_features(method, data.images, transform)
         if isinstance(method, SPEMethod):

@@ -15,9 +15,12 @@ PAPER-NOTES 002):
   200 samples per query (Sec. 3), PN with the nearest centroid (its posterior's argmax); see
   :mod:`studylib.experiments.spe_common`.
 * Fig. 4: a 2-D SPE trained with the naive or the intersection sampler and ``s`` samples per training query,
-  tested 1-shot 20-way; mean over replications (training seeds) with the standard error of the mean.
-* Table 1: PN against the intersection SPE with 1 training sample, 2-D and 64-D, 1/5-shot x 5/20-way; mean
-  over the test episodes with the standard error of the mean (as the paper reports it) and the CI95.
+  tested 1-shot 20-way; one model per training seed (the paper's replications).
+* Table 1: PN against the intersection SPE with 1 training sample, 2-D and 64-D, 1/5-shot x 5/20-way; one
+  model per training seed.
+* Every model is tested on the same episodes (drawn from seed 0), so every comparison is a paired difference
+  per seed (:func:`studylib.evaluation.stats.paired_difference`) and every claim's verdict comes from
+  :mod:`studylib.evaluation.verdicts` over the seeds (:func:`claims`).
 """
 
 from __future__ import annotations
@@ -31,11 +34,15 @@ import numpy as np
 import torch
 
 from studylib.config import param
-from studylib.experiments.common import check_data_params
+from studylib.data.base import FewShotDataset
+from studylib.evaluation import stats
+from studylib.evaluation.verdicts import Claim, Expectation
+from studylib.experiments.claims import ClaimsTable
+from studylib.experiments.common import DataParams
 from studylib.experiments.runner import DataSpec, Outcome, RunSpec, run_sweep
 from studylib.experiments.spe_common import eval_spec_stub, few_shot_accuracies, method_parts
 from studylib.training.loop import OPTIMIZERS, TrainConfig
-from studylib.utils import mean_ci95
+from studylib.utils import config_hash
 
 NOTEBOOK = "10_spe_omniglot"
 
@@ -53,55 +60,55 @@ PAPER_TABLE1: dict[tuple[str, int, int, int], tuple[float, float]] = {
 
 
 @dataclass
-class Params:
-    """Parameters of ``notebooks/10_spe_omniglot.ipynb`` (``params/10_spe_omniglot/{smoke,paper}.yaml``)."""
+class Params(DataParams):
+    """Parameters of ``notebooks/10_spe_omniglot.ipynb``; the defaults are the smoke scale."""
 
-    scale: str = param("smoke", choices=("smoke", "paper"), help="label of the parameter set, shown in titles")
     data: str = param("glyphs", choices=("glyphs", "omniglot"), help="'glyphs' (generated) or 'omniglot' (needs "
                                                                     "data_root)")
-    data_root: str | None = param(None, help="folder of Omniglot's zips or folders")
-    image_size: int = param(28, help="side of the square images (paper: 28)")
-    split: str = param("random", help="class split: glyphs 'random'|'alphabet'; omniglot 'vinyals' (paper)")
+    image_size: int = param(28, ge=8, help="side of the square images (paper: 28)")
     rotations: bool = param(True, help="omniglot only: the four 90-degree rotations are classes (paper: True)")
-    max_classes: int | None = param(300, help="glyphs only: keep this many classes (None: all)")
-    hidden: int = param(64, help="filters of the first three conv blocks (paper: 64)")
-    train_ways: int = param(60, help="classes per training episode (paper: 60)")
-    train_shots: int = param(1, help="support images per class in training (the paper gives none)")
-    train_queries: int = param(5, help="queries per class in training (paper: 5)")
+    max_classes: int | None = param(300, ge=3, help="glyphs only: keep this many classes (None: all)")
+    hidden: int = param(32, ge=1, help="filters of the first three conv blocks (paper: 64)")
+    train_ways: int = param(15, ge=2, help="classes per training episode (paper: 60)")
+    train_shots: int = param(1, ge=1, help="support images per class in training (the paper gives none)")
+    train_queries: int = param(5, ge=1, help="queries per class in training (paper: 5)")
     match_train_shots: bool = param(False, help="Table 1: train one model per test shot count with that many "
                                                 "training shots (Snell et al.) instead of train_shots")
-    epochs: int = param(300)
-    patience: int | None = param(None, help="early stopping: validations without a new best val_acc "
-                                          "before training stops (App. A; None: fixed length)")
-    batches_per_epoch: int = param(100, help="training episodes per epoch")
+    epochs: int = param(1, ge=1, help="training epochs", cut=True)
+    patience: int | None = param(None, ge=1, help="early stopping: validations without a new best val_acc "
+                                                  "before training stops (App. A; None: fixed length)", cut=True)
+    batches_per_epoch: int = param(60, ge=1, help="training episodes per epoch", cut=True)
     optimizer: str = param("adam", choices=OPTIMIZERS)
-    lr: float = param(1e-3, help="App. A.1: 1e-3")
-    halve_every: int | None = param(50, help="halve the learning rate every this many epochs (App. A.1: 50)")
-    fig4_dim: int = param(2, help="Fig. 4: embedding dimension (paper: 2)")
+    lr: float = param(1e-3, gt=0, help="App. A.1: 1e-3")
+    halve_every: int | None = param(None, ge=1, help="halve the learning rate every this many epochs (App. A.1: 50)")
+    fig4_dim: int = param(2, ge=1, help="Fig. 4: embedding dimension (paper: 2)")
     fig4_samplers: list[str] = param(["naive", "intersection"], choices=("naive", "intersection"))
-    fig4_samples: list[int] = param([1, 2, 4, 8, 16, 32], help="Fig. 4: training samples per query s")
-    fig4_ways: int = param(20, help="Fig. 4: test ways (paper: 20)")
-    fig4_shots: int = param(1, help="Fig. 4: test shots (paper: 1)")
-    replications: int = param(5, help="Fig. 4: training seeds per point (paper: 5)")
-    table_dims: list[int] = param([2, 64], help="Table 1: embedding dimensions")
-    table_ways: list[int] = param([5, 20], help="Table 1: test ways")
-    table_shots: list[int] = param([1, 5], help="Table 1: test shots")
-    table_samples: int = param(1, help="Table 1: intersection samples per training query (paper: 1)")
-    eval_queries: int = param(15, help="test queries per class (paper: 15)")
-    eval_episodes: int = param(1000, help="test episodes per setting (paper: 1000)")
-    eval_samples: int = param(200, help="naive-sampler samples per test query (paper: 200)")
-    val_episodes: int = param(200, help="validation episodes after each epoch (0: none)")
-    seed: int = param(0, help="first training seed; replication r uses seed + r")
+    fig4_samples: list[int] = param([1, 4], ge=1, help="Fig. 4: training samples per query s (paper: 1 to 32)",
+                                    cut=True)
+    fig4_ways: int = param(20, ge=2, help="Fig. 4: test ways (paper: 20)")
+    fig4_shots: int = param(1, ge=1, help="Fig. 4: test shots (paper: 1)")
+    table_dims: list[int] = param([2], ge=1, help="Table 1: embedding dimensions (paper: 2 and 64)")
+    table_ways: list[int] = param([5, 20], ge=2, help="Table 1: test ways")
+    table_shots: list[int] = param([1, 5], ge=1, help="Table 1: test shots")
+    table_samples: int = param(1, ge=1, help="Table 1: intersection samples per training query (paper: 1)")
+    eval_queries: int = param(15, ge=1, help="test queries per class (paper: 15)")
+    eval_episodes: int = param(200, ge=1, help="test episodes per setting (paper: 1000)", cut=True)
+    eval_samples: int = param(50, ge=1, help="naive-sampler samples per test query (paper: 200)")
+    val_episodes: int = param(0, ge=0, help="validation episodes after each epoch (0: none)", cut=True)
+    seeds: list[int] = param([0, 1, 2], help="training seeds: Fig. 4's replications and Table 1's models "
+                                             "(paper: 5 replications in Fig. 4)", cut=True)
     device: str = param("auto", help="'auto' (CUDA when present), 'cpu' or 'cuda'")
 
     def check(self) -> None:
-        check_data_params(self.data, self.data_root, self.split)
-        if self.replications < 1 or not self.fig4_samples or not self.fig4_samplers:
-            raise ValueError("Fig. 4 needs replications >= 1 and at least one sampler and one sample count")
-        if min(self.fig4_samples) < 1 or self.table_samples < 1:
-            raise ValueError(f"samples per query must be >= 1, got {self.fig4_samples} and {self.table_samples}")
+        super().check()
+        if not self.seeds:
+            raise ValueError("seeds is empty; give at least one training seed, e.g. [0, 1, 2]")
+        if not self.fig4_samples or not self.fig4_samplers:
+            raise ValueError("Fig. 4 needs at least one sampler and one sample count")
         if not self.table_dims or not self.table_ways or not self.table_shots:
             raise ValueError("Table 1 needs at least one dimension, ways and shots value")
+        if self.patience is not None and self.val_episodes == 0:
+            raise ValueError("patience needs validation: set val_episodes > 0 or patience=None")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -114,6 +121,10 @@ def data_spec(p: Params) -> DataSpec:
         return DataSpec("glyphs", None, {"size": p.image_size, "split": p.split, "rgb": False,
                                          "max_classes": p.max_classes, "seed": 0})
     return DataSpec("omniglot", p.data_root, {"size": p.image_size, "split": p.split, "rotations": p.rotations})
+
+
+def load_data(p: Params) -> FewShotDataset:
+    return data_spec(p).load()
 
 
 def _milestones(p: Params) -> list[float]:
@@ -140,97 +151,185 @@ def make_spec(p: Params, kind: str, dim: int, sampler: str = "intersection", sam
 
 
 def fig4_specs(p: Params) -> list[tuple[dict[str, Any], RunSpec]]:
-    """``(key, spec)`` for every sampler x samples x replication of Fig. 4."""
-    return [({"sampler": sm, "samples": s, "rep": r}, make_spec(p, "spe", p.fig4_dim, sm, s, p.seed + r))
-            for sm in p.fig4_samplers for s in p.fig4_samples for r in range(p.replications)]
+    """``(key, spec)`` for every sampler x samples x training seed of Fig. 4."""
+    return [({"sampler": sm, "samples": s, "seed": r}, make_spec(p, "spe", p.fig4_dim, sm, s, r))
+            for sm in p.fig4_samplers for s in p.fig4_samples for r in p.seeds]
+
+
+def table_train_shots(p: Params) -> list[int]:
+    return list(p.table_shots) if p.match_train_shots else [p.train_shots]
 
 
 def table_specs(p: Params) -> list[tuple[dict[str, Any], RunSpec]]:
-    """``(key, spec)`` for every method x dimension (x training shots with ``match_train_shots``) of Table 1."""
-    shots = list(p.table_shots) if p.match_train_shots else [p.train_shots]
-    return [({"method": kind, "dim": d, "train_shots": n},
-             make_spec(p, kind, d, "intersection", p.table_samples, p.seed, n))
-            for kind in ("pn", "spe") for d in p.table_dims for n in shots]
+    """``(key, spec)`` for every method x dimension (x training shots with ``match_train_shots``) x seed."""
+    return [({"method": kind, "dim": d, "train_shots": n, "seed": r},
+             make_spec(p, kind, d, "intersection", p.table_samples, r, n))
+            for kind in ("pn", "spe") for d in p.table_dims for n in table_train_shots(p) for r in p.seeds]
 
 
-def train_all(p: Params) -> dict[str, list[tuple[dict[str, Any], Outcome]]]:
+@dataclass
+class Runs:
+    """The trained runs of the notebook: Fig. 4's and Table 1's, each with its key."""
+
+    fig4: list[tuple[dict[str, Any], Outcome]]
+    table: list[tuple[dict[str, Any], Outcome]]
+
+
+def run_counts(p: Params) -> dict[str, int]:
+    """How many runs Fig. 4 and Table 1 need and how many distinct runs are trained (shared ones once)."""
+    f4, tb = fig4_specs(p), table_specs(p)
+    distinct = {config_hash(s.config()) for _, s in f4 + tb}
+    return {"fig4 runs": len(f4), "table runs": len(tb), "distinct runs": len(distinct)}
+
+
+def run(p: Params, progress: bool = True) -> Runs:
     """Train (or load) every run of Fig. 4 and Table 1; runs the two share are trained once."""
     f4, tb = fig4_specs(p), table_specs(p)
-    outs = run_sweep([s for _, s in f4] + [s for _, s in tb])
-    return {"fig4": [(k, o) for (k, _), o in zip(f4, outs[:len(f4)])],
-            "table": [(k, o) for (k, _), o in zip(tb, outs[len(f4):])]}
+    outs = run_sweep([s for _, s in f4] + [s for _, s in tb], progress=progress)
+    return Runs([(k, o) for (k, _), o in zip(f4, outs[:len(f4)])], [(k, o) for (k, _), o in zip(tb, outs[len(f4):])])
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Evaluation
+# Evaluation (per-episode accuracies, the same episodes for every model)
 # ----------------------------------------------------------------------------------------------------------
 
-def _sem(x: torch.Tensor) -> float:
-    return float(x.double().std(unbiased=True) / math.sqrt(x.numel())) if x.numel() > 1 else float("nan")
+def _fig4_acc(p: Params, out: Outcome) -> torch.Tensor:
+    return few_shot_accuracies(out, [p.fig4_ways], [p.fig4_shots], p.eval_queries, p.eval_episodes, seed=0,
+                               samples=p.eval_samples)[f"{p.fig4_ways}way/{p.fig4_shots}shot"]
 
 
-def fig4_results(p: Params, runs: list[tuple[dict[str, Any], Outcome]]) -> list[dict[str, Any]]:
-    """Per sampler and ``s``: mean over replications of the 1-shot ``fig4_ways``-way test accuracy, its SEM
-    over replications (the paper's error bars) and the per-replication means."""
-    per: dict[tuple[str, int], list[float]] = {}
-    for key, out in runs:
-        acc = few_shot_accuracies(out, [p.fig4_ways], [p.fig4_shots], p.eval_queries, p.eval_episodes,
-                                  seed=0, samples=p.eval_samples)[f"{p.fig4_ways}way/{p.fig4_shots}shot"]
-        per.setdefault((key["sampler"], key["samples"]), []).append(float(acc.mean()))
-    rows = []
-    for (sm, s), accs in per.items():
-        a = torch.tensor(accs, dtype=torch.float64)
-        rows.append({"sampler": sm, "samples": s, "mean": float(a.mean()), "sem": _sem(a), "replications": len(accs),
-                     "per_replication": accs})
-    return rows
+def fig4_accuracies(p: Params, runs: Runs) -> dict[tuple[str, int], list[torch.Tensor]]:
+    """``(sampler, s) -> [per-episode accuracy of each seed]`` in seed order."""
+    out: dict[tuple[str, int], list[torch.Tensor]] = {}
+    for key, o in runs.fig4:
+        out.setdefault((key["sampler"], key["samples"]), []).append(_fig4_acc(p, o))
+    return out
 
 
-def table_results(p: Params, runs: list[tuple[dict[str, Any], Outcome]]) -> list[dict[str, Any]]:
-    """Rows ``method, dim, shots, ways, mean, sem, ci95`` over the test episodes (the same episodes for every
-    model at a given ways; with ``match_train_shots`` each shot count uses its own model)."""
-    rows = []
-    for key, out in runs:
-        accs = few_shot_accuracies(out, list(p.table_ways), list(p.table_shots), p.eval_queries, p.eval_episodes,
+def table_accuracies(p: Params, runs: Runs) -> dict[tuple[str, int, int, int], list[torch.Tensor]]:
+    """``(method, dim, shots, ways) -> [per-episode accuracy of each seed]``; with ``match_train_shots`` each
+    shot count uses the models trained with that many shots."""
+    out: dict[tuple[str, int, int, int], list[torch.Tensor]] = {}
+    for key, o in runs.table:
+        accs = few_shot_accuracies(o, list(p.table_ways), list(p.table_shots), p.eval_queries, p.eval_episodes,
                                    seed=0, samples=p.eval_samples)
         for w in p.table_ways:
             for n in p.table_shots:
                 if p.match_train_shots and key["train_shots"] != n:
                     continue
-                a = accs[f"{w}way/{n}shot"]
-                m, ci = mean_ci95(a)
-                rows.append({"method": key["method"], "dim": key["dim"], "shots": n, "ways": w, "mean": m,
-                             "sem": _sem(a), "ci95": ci, "episodes": int(a.numel())})
+                out.setdefault((key["method"], key["dim"], n, w), []).append(accs[f"{w}way/{n}shot"])
+    return out
+
+
+def fig4_results(p: Params, runs: Runs) -> list[dict[str, Any]]:
+    """Per sampler and ``s``: accuracy over seeds (mean, CI95 over seeds, SEM over seeds as the paper's error
+    bars, and the per-seed means)."""
+    rows = []
+    for (sm, s), accs in fig4_accuracies(p, runs).items():
+        est = stats.accuracy(accs)
+        rows.append({"sampler": sm, "samples": s, "mean": est.value, "ci95": est.ci95,
+                     "sem": est.spread / math.sqrt(est.n_seeds) if est.n_seeds > 1 else float("nan"),
+                     "seeds": est.n_seeds, "per_replication": list(est.seeds), "accuracy (%)": est.fmt()})
     return rows
 
 
-def table_frame_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Table 1 layout: one row per (dim, method), one column per ``<shots>-shot <ways>-way`` cell as
-    ``"this run ± SEM  (paper ± SEM)"`` in %."""
-    cells: dict[tuple[int, str], dict[str, Any]] = {}
-    for r in sorted(rows, key=lambda r: (r["dim"], r["method"] != "pn", r["ways"], r["shots"])):
-        row = cells.setdefault((r["dim"], r["method"]), {"dim": f"{r['dim']}D", "method": r["method"].upper()})
-        ref = PAPER_TABLE1.get((r["method"], r["dim"], r["shots"], r["ways"]))
-        k = 2 if ref and ref[1] < 0.1 else 1  # the paper's own precision
-        ref_txt = f"  ({ref[0]:.{k}f} ± {ref[1]:.{k}f})" if ref else ""
-        row[f"{r['shots']}-shot {r['ways']}-way"] = f"{100 * r['mean']:.1f} ± {100 * r['sem']:.1f}{ref_txt}"
-    return list(cells.values())
+def table_results(p: Params, runs: Runs) -> list[dict[str, Any]]:
+    """Rows ``method, dim, shots, ways``: accuracy over seeds with its CI95, next to the paper's value."""
+    rows = []
+    for (m, d, n, w), accs in sorted(table_accuracies(p, runs).items(), key=lambda kv: (kv[0][1], kv[0][3],
+                                                                                       kv[0][2], kv[0][0])):
+        est = stats.accuracy(accs)
+        ref = PAPER_TABLE1.get((m, d, n, w))
+        rows.append({"method": m, "dim": d, "shots": n, "ways": w, "mean": est.value, "ci95": est.ci95,
+                     "seeds": est.n_seeds, "episodes": est.episodes, "accuracy (%)": est.fmt(),
+                     "paper (%)": f"{ref[0]:g} ± {ref[1]:g} (SEM)" if ref else ""})
+    return rows
 
 
-def spe_minus_pn(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """SPE minus PN accuracy per (dim, shots, ways) with a CI95 (independent-episode approximation: both models
-    are tested on the same episodes, so this interval is conservative), next to the paper's difference."""
-    by = {(r["method"], r["dim"], r["shots"], r["ways"]): r for r in rows}
+# ----------------------------------------------------------------------------------------------------------
+# Claims and reference values
+# ----------------------------------------------------------------------------------------------------------
+
+EQUIV_MARGIN_2D = 0.01  # 2-D 5-shot "matches": |SPE - PN| within 1 point (paper: -0.3 and -0.6)
+EQUIV_MARGIN_64D = 0.005  # 64-D "both near ceiling, matched": within 0.5 points (paper: |diff| <= 0.07)
+
+
+def _paper_diff(d: int, n: int, w: int) -> str:
+    ps, pp = PAPER_TABLE1[("spe", d, n, w)], PAPER_TABLE1[("pn", d, n, w)]
+    return f"SPE {ps[0]:g} vs PN {pp[0]:g} ({ps[0] - pp[0]:+.2g})"
+
+
+def _table1_rows(p: Params) -> list[tuple[str, int, int, int, Expectation, str]]:
+    """``(claim id, dim, shots, ways, expectation, claim text)`` of Table 1 (all 2-D and 64-D cells)."""
     out = []
-    for (m, d, n, w), r in by.items():
-        if m != "spe" or ("pn", d, n, w) not in by:
-            continue
-        q = by[("pn", d, n, w)]
-        diff = r["mean"] - q["mean"]
-        ci = 1.96 * math.hypot(r["sem"], q["sem"])
-        ps, pp = PAPER_TABLE1.get(("spe", d, n, w)), PAPER_TABLE1.get(("pn", d, n, w))
-        out.append({"dim": d, "shots": n, "ways": w, "spe_minus_pn": diff, "ci95": ci,
-                    "paper": (ps[0] - pp[0]) / 100 if ps and pp else float("nan")})
-    return sorted(out, key=lambda r: (r["dim"], r["ways"], r["shots"]))
+    for d in (2, 64):
+        for n in (1, 5):
+            for w in (5, 20):
+                if d == 2 and n == 1:
+                    exp, text = Expectation("greater"), "the SPE beats the PN"
+                else:
+                    margin = EQUIV_MARGIN_2D if d == 2 else EQUIV_MARGIN_64D
+                    exp, text = Expectation("within", margin=margin), "the SPE matches the PN"
+                out.append((f"table1-{d}d-{n}shot-{w}way", d, n, w, exp, f"{d}-D, {n}-shot {w}-way: {text}"))
+    return out
+
+
+def claims(p: Params, runs: Runs | None = None) -> ClaimsTable:
+    """The claims of seed 002 Sec. 3.2 this notebook tests (from ``p`` alone), measured when ``runs`` are given."""
+    rows = []
+    for s in p.fig4_samples:
+        applies = set(p.fig4_samplers) == {"naive", "intersection"}
+        rows.append(Claim(f"fig4-intersection-beats-naive-s{s}", f"The intersection sampler beats the naive one "
+                          f"with s = {s} training sample(s) per query", "Fig. 4",
+                          "intersection above naive at every s (2-D SPE, 1-shot 20-way, 5 replications; plot only)",
+                          f"intersection - naive, {p.fig4_shots}-shot {p.fig4_ways}-way, paired episodes and seeds",
+                          Expectation("greater"), applies=applies, why_not="needs both samplers"))
+    for cid, d, n, w, exp, text in _table1_rows(p):
+        applies = d in p.table_dims and n in p.table_shots and w in p.table_ways
+        why = f"{d}-D models are not trained at this scale" if d not in p.table_dims else \
+            f"{n}-shot {w}-way is not evaluated at this scale"
+        rows.append(Claim(cid, text, "Table 1", _paper_diff(d, n, w),
+                          f"SPE - PN, {d}-D, {n}-shot {w}-way, paired episodes and seeds", exp, applies=applies,
+                          why_not=why))
+    ok = 2 in p.table_dims and {1, 5} <= set(p.table_shots) and 20 in p.table_ways
+    rows.append(Claim("table1-2d-gain-larger-at-1shot", "In 2-D the SPE's gain over the PN is larger at 1 shot "
+                      "than at 5 shots (20-way)", "Table 1, Sec. 3.2", "+4.7 at 1 shot vs -0.6 at 5 shots",
+                      "(SPE - PN at 1 shot) - (SPE - PN at 5 shots), 2-D 20-way, per seed", Expectation("greater"),
+                      applies=ok, why_not="needs 2-D models tested 1- and 5-shot 20-way"))
+    table = ClaimsTable(NOTEBOOK, p.scale, rows)
+    if runs is not None:
+        for key, est in effects(p, runs).items():
+            table.measure(key, est)
+    return table
+
+
+def effects(p: Params, runs: Runs) -> dict[str, stats.Estimate]:
+    """Every applicable claim's effect over seeds (keys are claim ids)."""
+    out: dict[str, stats.Estimate] = {}
+    if set(p.fig4_samplers) == {"naive", "intersection"}:
+        f4 = fig4_accuracies(p, runs)
+        for s in p.fig4_samples:
+            out[f"fig4-intersection-beats-naive-s{s}"] = stats.paired_difference(f4[("intersection", s)],
+                                                                               f4[("naive", s)])
+    tb = table_accuracies(p, runs)
+    for cid, d, n, w, _, _ in _table1_rows(p):
+        if ("spe", d, n, w) in tb and ("pn", d, n, w) in tb:
+            out[cid] = stats.paired_difference(tb[("spe", d, n, w)], tb[("pn", d, n, w)])
+    if "table1-2d-1shot-20way" in out and "table1-2d-5shot-20way" in out:
+        out["table1-2d-gain-larger-at-1shot"] = stats.difference(out["table1-2d-1shot-20way"],
+                                                                 out["table1-2d-5shot-20way"])
+    return out
+
+
+def reference_values(p: Params, runs: Runs) -> dict[str, stats.Estimate]:
+    """The trained numbers the notebook asserts: every accuracy over seeds and every claim's effect."""
+    out: dict[str, stats.Estimate] = {}
+    for (sm, s), accs in fig4_accuracies(p, runs).items():
+        out[f"fig4/{sm}/s{s}"] = stats.accuracy(accs)
+    for (m, d, n, w), accs in table_accuracies(p, runs).items():
+        out[f"table1/{m}/{d}d/{n}shot/{w}way"] = stats.accuracy(accs)
+    out.update(effects(p, runs))
+    return out
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -279,16 +378,3 @@ def fig_table(rows: list[dict[str, Any]], title: str = "") -> plt.Figure:
     fig.suptitle(title or "Table 1: PN vs intersection SPE", fontsize=10)
     fig.tight_layout()
     return fig
-
-
-def sampler_gaps(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Fig. 4's claim per ``s``: intersection minus naive accuracy with the combined SEM over replications."""
-    by = {(r["sampler"], r["samples"]): r for r in rows}
-    out = []
-    for s in sorted({r["samples"] for r in rows}):
-        if ("naive", s) in by and ("intersection", s) in by:
-            a, b = by[("intersection", s)], by[("naive", s)]
-            out.append({"samples": s, "intersection_minus_naive": a["mean"] - b["mean"],
-                        "sem": math.hypot(a["sem"], b["sem"]) if a["sem"] == a["sem"] and b["sem"] == b["sem"]
-                        else float("nan")})
-    return out

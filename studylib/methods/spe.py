@@ -29,6 +29,7 @@ default of :func:`spe_classifier` and :meth:`SPEMethod.log_posterior`.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Callable, Literal
 
@@ -93,9 +94,17 @@ class GaussianHead(nn.Module):
 
 
 def split_gaussian(h: torch.Tensor, min_var: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Raw ``[..., 2d]`` network output -> ``(mu [..., d], softplus(raw_var) + min_var [..., d])`` (App. A.1, B)."""
+    """Raw ``[..., 2d]`` network output -> ``(mu [..., d], softplus(raw_var) + min_var [..., d])`` (App. A.1, B).
+
+    Both halves are returned in at least float32, whatever the dtype of ``h``: under bf16 autocast the network
+    output is bfloat16 (8 significant bits), and a variance rounded to bf16 (then floored by ``min_var``,
+    which bf16 cannot even add to a variance of 0.01) would feed ``1 / var`` and ``log var`` of every density
+    downstream (issue 9). The softplus runs with autocast off, on the float32 upcast.
+    """
     d = h.shape[-1] // 2
-    return h[..., :d], F.softplus(h[..., d:].float()).to(h.dtype) + min_var
+    with _no_autocast(h):
+        (h,) = _at_least_float32(h)
+        return h[..., :d], F.softplus(h[..., d:]) + min_var
 
 
 def softplus_inverse(y: torch.Tensor) -> torch.Tensor:
@@ -136,12 +145,19 @@ def diag_gauss_logpdf(z: torch.Tensor, mu: torch.Tensor, var: torch.Tensor) -> t
         ``[..., N, K]``, in at least float32: autocast is switched off here because the expanded quadratic
         form cancels catastrophically in bfloat16/float16.
     """
-    with torch.autocast(z.device.type, enabled=False):
+    with _no_autocast(z):
         z, mu, var = _at_least_float32(z, mu, var)
         prec = var.reciprocal()
         quad = (torch.matmul(z * z, prec.transpose(-1, -2)) - 2.0 * torch.matmul(z, (mu * prec).transpose(-1, -2))
                 + (mu * mu * prec).sum(-1).unsqueeze(-2))
         return -0.5 * (quad + torch.log(var).sum(-1).unsqueeze(-2) + z.shape[-1] * _LOG_2PI)
+
+
+def _no_autocast(t: torch.Tensor) -> contextlib.AbstractContextManager:
+    """Autocast switched off for ``t``'s device type (a no-op where that type has no autocast, e.g. 'meta')."""
+    if torch.amp.is_autocast_available(t.device.type):
+        return torch.autocast(t.device.type, enabled=False)
+    return contextlib.nullcontext()
 
 
 def _at_least_float32(*ts: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -373,7 +389,7 @@ def pn_log_posterior(support: torch.Tensor, query: torch.Tensor, scale: float = 
     Returns:
         ``[..., Q, K]``.
     """
-    with torch.autocast(query.device.type, enabled=False):  # the expanded distance cancels in bf16
+    with _no_autocast(query):  # the expanded distance cancels in bf16
         support, query = _at_least_float32(support, query)
         c = support.mean(-2)
         d2 = ((query * query).sum(-1).unsqueeze(-1) - 2.0 * torch.matmul(query, c.transpose(-1, -2))

@@ -18,7 +18,7 @@ from studylib.evaluation import evaluate
 from studylib.experiments import spe_omniglot as so
 from studylib.experiments import spe_synthetic as ss
 from studylib.experiments.runner import Outcome, RunSpec, run_spec
-from studylib.experiments.spe_common import few_shot_accuracies, method_parts
+from studylib.experiments.spe_common import few_shot_accuracies, method_parts, model_features
 from studylib.methods.spe import SPEMethod
 from studylib.models import build_backbone
 from studylib.training.loop import TrainConfig, lr_factor
@@ -127,13 +127,47 @@ def test_halving_schedule_matches_appendix_a1():
 
 
 def test_fig4_and_table_share_the_intersection_2d_run():
+    """The 2-D intersection SPE with s = table_samples is the same run in Fig. 4 and Table 1, seed by seed."""
     p = load_params(so.Params, so.NOTEBOOK, "smoke")
     f4 = {s.name: s.config() for _, s in so.fig4_specs(p)}
     tb = {s.name: s.config() for _, s in so.table_specs(p)}
     shared = set(f4) & set(tb)
-    assert len(shared) == 1 and f4[shared.pop()] == tb[next(iter(set(f4) & set(tb)))]
-    assert len(f4) == len(p.fig4_samplers) * len(p.fig4_samples) * p.replications
+    assert len(shared) == len(p.seeds) and all(f4[k] == tb[k] for k in shared)
+    assert len(f4) == len(p.fig4_samplers) * len(p.fig4_samples) * len(p.seeds)
+    counts = so.run_counts(p)
+    assert counts["distinct runs"] == counts["fig4 runs"] + counts["table runs"] - len(p.seeds)
     assert {so.make_spec(p, "pn", 2).method, so.make_spec(p, "spe", 2).method} == {"pn_deterministic", "spe"}
+    # every seed is evaluated on the same episodes (paired differences)
+    assert {s.eval.seed for _, s in so.fig4_specs(p) + so.table_specs(p)} == {0}
+
+
+def test_omniglot_claims_are_static_and_measured_pairwise(monkeypatch):
+    """claims(p) lists the same rows with or without runs; with runs each effect is the paired difference of the
+    per-seed, per-episode accuracies (checked against NumPy by hand)."""
+    p = load_params(so.Params, so.NOTEBOOK, "smoke")
+    static = so.claims(p)
+    assert [c.id for c in static] == [c.id for c in so.claims(load_params(so.Params, so.NOTEBOOK, "smoke"))]
+    assert not static["table1-64d-1shot-5way"].applies and static["table1-2d-1shot-20way"].applies
+    rng = np.random.default_rng(0)
+    fake = {}
+
+    def acc(out, ways, shots, queries, episodes, split="test", seed=0, samples=200, loaded=None):
+        key = (out, tuple(ways), tuple(shots))
+        if key not in fake:
+            fake[key] = {f"{w}way/{n}shot": torch.tensor(rng.random(episodes)) for w in ways for n in shots}
+        return fake[key]
+
+    monkeypatch.setattr(so, "few_shot_accuracies", acc)
+    runs = so.Runs([(k, f"{s.name}") for k, s in so.fig4_specs(p)], [(k, f"{s.name}") for k, s in so.table_specs(p)])
+    table = so.claims(p, runs)
+    tk = (tuple(p.table_ways), tuple(p.table_shots))
+    pn = [fake[(s.name, *tk)]["20way/1shot"].numpy() for k, s in so.table_specs(p) if k["method"] == "pn"]
+    spe = [fake[(s.name, *tk)]["20way/1shot"].numpy() for k, s in so.table_specs(p) if k["method"] == "spe"]
+    est = table["table1-2d-1shot-20way"].measured
+    assert est.n_seeds == len(p.seeds)
+    np.testing.assert_allclose(est.seeds, [np.mean(a - b) for a, b in zip(spe, pn)])
+    assert table["table1-64d-1shot-5way"].verdict == "not tested"
+    assert set(so.reference_values(p, runs)) >= {"fig4/naive/s1", "table1/pn/2d/1shot/5way"}
 
 
 def test_omniglot_data_spec_uses_rotations_and_vinyals():
@@ -147,30 +181,45 @@ def test_omniglot_data_spec_uses_rotations_and_vinyals():
 # ------------------------------------------------------------------------------------ synthetic end to end
 
 def test_lshapes_is_registered_and_the_synthetic_pipeline_runs():
-    """A tiny run through the runner: data by name, training, held-out accuracy, alignment, sweeps, AUROC."""
+    """A tiny two-seed run through the runner: data by name, training, analysis, claims and reference values."""
     p = load_params(ss.Params, ss.NOTEBOOK, "smoke", image_size=16, hidden=8, train_per_class=10, test_per_class=20,
                     eval_queries=5, batches_per_epoch=3, queries=2, eval_episodes=10, eval_samples=10, per_level=2,
                     hue_levels=[0.0, 40.0], leg_fractions=[1.0, 0.3], ood_hue_levels=[30.0],
-                    ood_leg_fractions=[0.4], bootstrap=5)
+                    ood_leg_fractions=[0.4], seeds=[0, 1], interp_steps=3)
     ds = load_dataset("lshapes", None, **ss.data_spec(p).options)
     assert ds["train"].images.shape == (40, 3, 16, 16) and ds["test"].num_classes == 4
-    t = ss.load(run_spec(ss.spec_from_params(p), progress=False))
-    acc = ss.heldout_accuracy(t, p)
-    assert acc["bayes_analytic"] == pytest.approx(norm.cdf(1.5) ** 2, abs=1e-4)  # boundaries 1.5 std away
-    # No classifier of the rendered images beats the Bayes classifier of the latents (norm.cdf bound above).
-    assert acc["spe"][0] <= acc["bayes_analytic"] + acc["spe"][1] and acc["episodes"] == 10
-    align = ss.clean_test_alignment(t)
+    assert [r["images"] for r in ss.data_table(p, ds)] == [40, 80]
+    assert ss.bayes_optimal(p) == pytest.approx(norm.cdf(1.5) ** 2, abs=1e-4)  # boundaries 1.5 std away
+    outcomes = ss.run(p, progress=False)
+    analyses = ss.analyse(p, outcomes)
+    assert [a.seed for a in analyses] == [0, 1] and all(a.accuracies.shape == (10,) for a in analyses)
+    t = ss.load(outcomes[0])
+    a = analyses[0]
+    align = a.align
     assert {align["colour_dim"], align["orientation_dim"]} == {0, 1}
     probes = ss.fig3_probes(p)
-    rows = ss.variance_sweep(t, probes["hue_noise"], align, "hue_noise") + ss.variance_sweep(t, probes["legs"],
-                                                                                             align, "legs")
+    rows = a.sweep
     assert len(rows) == 8
     for r in rows:  # reference: NumPy's mean and 1.96 x SciPy's SEM of the variances of the level's images
         probe = probes[r["probe"]]
         v = t.embed(probe.images)[1][:, align[f"{r['dim']}_dim"]].double().numpy()[(probe.value == r["level"]).numpy()]
         assert r["n"] == len(v) and r["mean"] == pytest.approx(v.mean()) and r["ci95"] == pytest.approx(1.96 * sem(v))
     assert len(ss.sweep_trends(rows)) == 4
-    ood = ss.ood_auroc(t, p, align)
+    # Fig. 3 effect by hand: log of the strongest over the mildest level's mean variance on the colour dim
+    by = {(r["probe"], r["dim"], r["level"]): r["mean"] for r in rows}
+    assert ss.variance_log_ratio(a, "hue_noise", "colour") == pytest.approx(
+        math.log(by[("hue_noise", "colour", 40.0)] / by[("hue_noise", "colour", 0.0)]))
+    short, full = sorted({lv for pr, _, lv in by if pr == "legs"})  # float32 levels: 0.3 is 0.30000001
+    assert ss.variance_log_ratio(a, "legs", "orientation") == pytest.approx(
+        math.log(by[("legs", "orientation", short)] / by[("legs", "orientation", full)]))
+    # Fig. 2 effect by hand on the 3 x 3 grid: middle row/column minus the outer ones
+    lv = a.interp_var.double().log().numpy()
+    cd, od = align["colour_dim"], align["orientation_dim"]
+    grid_c, grid_o = lv[:, cd].reshape(3, 3), lv[:, od].reshape(3, 3)
+    assert ss.between_class_log_ratio(a, 3, "colour") == pytest.approx(grid_c[1].mean() - grid_c[[0, 2]].mean())
+    assert ss.between_class_log_ratio(a, 3, "orientation") == pytest.approx(grid_o[:, 1].mean()
+                                                                            - grid_o[:, [0, 2]].mean())
+    ood = a.ood
     assert {r["shift"] for r in ood} <= {"hue_noise", "legs", "test_minority"}
     # Reference AUROC by hand (Mann-Whitney: P(shifted > clean) + P(tie) / 2 over all pairs) for the test split's
     # noisy minority against its clean images, scored by the total variance.
@@ -182,6 +231,14 @@ def test_lshapes_is_registered_and_the_synthetic_pipeline_runs():
     (row,) = [r for r in ood if r["shift"] == "test_minority" and r["score"] == "total"]
     assert row["auroc"] == pytest.approx(float((diff > 0).mean() + 0.5 * (diff == 0).mean()))
     assert (row["n_clean"], row["n_shifted"]) == (len(v_clean), len(v_noisy))
+    table = ss.claims(p, analyses)
+    assert [c.id for c in table] == [c.id for c in ss.claims(p)]
+    assert table["sec3.1-bayes-optimal"].verdict == "reproduced"  # 0.871: boundaries 1.5 std away
+    acc = table["sec3.1-accuracy-near-bayes"].measured
+    assert acc.seeds == pytest.approx([float(x.accuracies.mean()) - ss.bayes_optimal(p) for x in analyses])
+    ref = ss.reference_values(p, analyses)
+    assert ref["bayes_optimal"] == ss.bayes_optimal(p) and ref["accuracy"].n_seeds == 2
+    assert len(ss.ood_table(analyses)) == len(ood) and len(ss.sweep_table(analyses)) == 8
 
 
 # ------------------------------------------------------------------------------------------ real Omniglot
@@ -208,3 +265,23 @@ def test_paper_parameters_run_on_the_real_omniglot_reader():
         assert acc["5way/1shot"].shape == (4,)
     ds = load_dataset(**{"name": so.data_spec(p).name, "root": so.data_spec(p).root}, **so.data_spec(p).options)
     assert ds["train"].num_classes % 4 == 0  # every character in its four rotations
+
+
+def test_evaluation_runs_where_the_callers_model_is_and_never_moves_it(tmp_path, monkeypatch):
+    """Issue 9: on a GPU machine the evaluation moved the caller's CPU model to CUDA as a side effect, and the
+    caller's next CPU forward met a cuda:0 weight. Simulated on the CPU: 'CUDA is available' (any .to('cuda')
+    would raise here), the model and its features stay on the CPU."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    g = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (6 * 10, 1, 4, 4), generator=g, dtype=torch.uint8)
+    labels = torch.arange(6).repeat_interleave(10)
+    ds = FewShotDataset("toy", {"test": ImageSplit(images, labels, [str(i) for i in range(6)])})
+    method = SPEMethod(_FixedGaussian(16, 2, raw=-3.0), None, dim=2, support_size=5)
+    method.eval()
+    transform = lambda x: x.float() / 255.0  # noqa: E731
+    out = Outcome(RunSpec("toy"), RunStore(tmp_path).run("toy", {"k": 2}), {})
+    acc = few_shot_accuracies(out, [5], [1], 5, 4, samples=4, loaded=(method, transform, ds))
+    assert acc["5way/1shot"].shape == (4,)
+    assert all(p.device.type == "cpu" for p in method.parameters())
+    feats = model_features(method, images, transform)
+    assert feats.device.type == "cpu" and feats.dtype == torch.float32 and feats.shape == (60, 4)

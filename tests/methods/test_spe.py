@@ -334,3 +334,70 @@ def test_prototypical_method_matches_reference():
     with pytest.raises(ValueError, match="episodic"):
         from studylib.data.samplers import Batch
         method.loss(images, Batch(batch.indices, batch.labels))
+
+
+# ------------------------------------------------------------------------------- issue 9: bf16 and devices
+
+@pytest.mark.parametrize("sampler", ["naive", "intersection"])
+def test_spe_forward_and_loss_under_bf16_autocast_match_float32(sampler: str):
+    """The SPE under CPU bf16 autocast (what a GPU paper run uses): the variance comes out of the head in
+    float32 (softplus of the float32 upcast, never rounded back to bf16), and the loss and its gradients
+    match the float32 run within bf16's rounding of the network's matmuls/convs."""
+    torch.manual_seed(0)
+    d = 3
+    method = SPEMethod(_tiny_backbone(2 * d), None, d, sampler=sampler, samples=4, support_size=6)
+    images, batch = _episode()
+    x = images.float() / 255
+    mu32, var32 = method.embed(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mu16, var16 = method.embed(x)
+        gf = method.gaussian_features(x)
+    assert mu16.dtype == var16.dtype == gf.dtype == torch.float32
+    torch.testing.assert_close(var16, var32, rtol=2e-2, atol=1e-3)
+    torch.testing.assert_close(mu16, mu32, rtol=2e-2, atol=2e-2)
+    # a tiny variance keeps its float32 floor: bf16 rounding would make softplus(-20) + 1e-6 == 2e-9 + 0
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        raw = torch.nn.functional.linear(torch.ones(1, 2), torch.ones(2, 2)) * -10  # bf16 [-20, -20]
+        from studylib.methods.spe import split_gaussian
+        _, v = split_gaussian(raw, 1e-6)
+    assert v.dtype == torch.float32 and torch.allclose(v, torch.full_like(v, 1e-6 + math.log1p(math.exp(-20))))
+
+    def run(autocast: bool):
+        method.zero_grad()
+        torch.manual_seed(3)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss, _ = method.loss(images, batch)
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in method.parameters()]
+
+    loss32, g32 = run(False)
+    loss16, g16 = run(True)
+    assert loss16.dtype == torch.float32 and torch.isfinite(loss16)
+    torch.testing.assert_close(loss16, loss32, rtol=3e-2, atol=3e-2)
+    for a, b in zip(g16, g32):
+        assert torch.isfinite(a).all()
+        assert float((a - b).norm()) <= 0.1 * float(b.norm()) + 1e-3
+
+
+def test_spe_functions_create_every_tensor_on_the_inputs_device():
+    """Run on the 'meta' device (shapes only, no data): any tensor the code makes on the default (CPU) device
+    instead of the input's would meet a meta tensor and raise."""
+    meta = torch.device("meta")
+    k, n, q, d = 4, 2, 5, 3
+    mu_s, var_s = torch.randn(k, n, d, device=meta), torch.rand(k, n, d, device=meta)
+    mu_q, var_q = torch.randn(q, d, device=meta), torch.rand(q, d, device=meta)
+    eps2 = torch.rand(d, device=meta)
+    for sampler in ("naive", "intersection"):
+        out = spe_log_posterior(mu_s, var_s, mu_q, var_q, eps2, sampler, 3)
+        assert out.device == meta and out.shape == (q, k)
+    mu_c, vhat_c = class_gaussians(mu_s, var_s, eps2)
+    target = torch.zeros(q, dtype=torch.long, device=meta)
+    assert intersection_log_posterior(mu_q, var_q, mu_c, vhat_c, target, 2).device == meta
+    clf = spe_classifier(eps2, "naive", 3, seed=None)
+    sup = torch.rand(2, k, n, 2 * d, device=meta)
+    qry = torch.rand(2, q, 2 * d, device=meta)
+    assert clf(sup, qry).device == meta and clf(sup, qry).shape == (2, q, k)
+    method = SPEMethod(_tiny_backbone(2 * d), None, d, support_size=6).to(meta)
+    x = torch.rand(7, 1, 12, 12, device=meta)
+    assert method.gaussian_features(x).device == meta
+    assert method.log_posterior(mu_s, var_s, mu_q, var_q, samples=2).device == meta
