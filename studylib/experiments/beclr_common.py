@@ -56,7 +56,7 @@ class BeclrParams(DataParams):
 
     image_size: int = param(20, ge=8, help="side of the square images fed to the network")
     rgb: bool = param(False, help="glyphs only: RGB variant with random colours")
-    max_classes: int | None = param(300, help="glyphs only: keep this many classes (None: all)")
+    max_classes: int | None = param(300, ge=3, help="glyphs only: keep this many classes (None: all)")
     backbone: str = param("conv4", choices=BACKBONES, help="encoder f")
     conv4_hidden: int = param(32, ge=1, help="conv4 only: filters per block")
     augment: str = param("beclr_default", help="default augmentation profile (Table 7)")
