@@ -24,7 +24,7 @@ class Method(nn.Module):
 
     uses_labels: bool = True
 
-    def loss(self, images: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, images: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, dict[str, float | torch.Tensor]]:
         """Loss of one batch.
 
         Args:
@@ -32,7 +32,8 @@ class Method(nn.Module):
             batch: what the sampler drew (labels, support mask, episode shape).
 
         Returns:
-            The scalar loss and a dict of floats to log (pair counts, accuracies, ...).
+            The scalar loss and a dict of values to log (pair counts, accuracies, ...): floats, or 0-d tensors
+            that the loop reads every ``log_every`` steps in one transfer (no host sync per step on a GPU).
         """
         raise NotImplementedError
 

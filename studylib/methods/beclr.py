@@ -195,7 +195,8 @@ class BECLR(Method):
                 p_a, p_b = p_a.repeat(reps, 1), p_b.repeat(reps, 1)
             enhanced = z_ta.shape[0] > b
         loss, pos, neg = beclr_loss(p_a, p_b, z_ta, z_tb, z_sa, z_sb, self.lam, self.temperature)
-        return loss, {"loss_pos": float(pos.detach()), "loss_neg": float(neg.detach()),
+        # 0-d tensors: the loop reads them every log_every steps in one transfer (no host sync per step)
+        return loss, {"loss_pos": pos.detach(), "loss_neg": neg.detach(),
                       "enhanced": float(enhanced), "teacher_momentum": float(self.momentum)}
 
     @torch.no_grad()
