@@ -47,7 +47,7 @@ class Params(SweepParams):
 
     batch_sizes: list[int] = param([64, 128], ge=2, help="batch sizes b of NCA and of the episodes", cut=True)
     episodes: list[list[int]] = param([[1, 8], [5, 16]], help="episode configs [n, m+n]", cut=True)
-    share_one_shot: bool = param(True, help="train 1-shot PN and MN once: with n = 1 a prototype is its "
+    share_one_shot: bool = param(True, help="train 1-shot PN and MN once: with one shot a prototype is its "
                                             "single support point and L_PNs equals L_MNs exactly")
 
     def check(self) -> None:
