@@ -1,0 +1,1 @@
+"""Numerical primitives shared by several methods (densities, mixture fitting)."""
