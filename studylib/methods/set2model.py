@@ -28,6 +28,7 @@ Pieces (all batched over sets, on the inputs' device, the fit and the scores in 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -37,7 +38,7 @@ from torch import nn
 from studylib.data.samplers import Batch
 from studylib.methods import register_method
 from studylib.methods.base import Method
-from studylib.numerics.gaussian import diag_gaussian_logpdf, fit_gaussian, fit_gmm, gmm_logpdf
+from studylib.numerics.gaussian import GMM, diag_gaussian_logpdf, fit_gaussian, fit_gmm, gmm_logpdf  # noqa: F401
 
 SCORES = ("gauss", "gmm", "avg", "nn")
 RANGES = ("adaptive", "fixed")
@@ -46,6 +47,49 @@ RANGES = ("adaptive", "fixed")
 # ----------------------------------------------------------------------------------------------------------
 # Relevance of queries to sets (Eq. 3, 16, 17)
 # ----------------------------------------------------------------------------------------------------------
+
+@dataclass
+class SetModel:
+    """What a set is summarised by for scoring: ``kind`` (one of :data:`SCORES`) and its tensors -- the
+    Gaussian's ``(mu, var)``, the :class:`GMM`, the set mean (``avg``) or the set itself (``nn``)."""
+
+    kind: str
+    params: Any
+
+
+def fit_sets(sets: torch.Tensor, score: str = "gauss", components: int = 2, var_floor: float = 1e-4,
+             em_iters: int = 50, em_tol: float = 1e-5, em_unroll: int = 3,
+             generator: torch.Generator | None = None) -> SetModel:
+    """Fit the model ``score`` names to each of ``sets [B..., N, d]`` (float32 under autocast; see
+    :func:`set_scores` for the arguments)."""
+    if score not in SCORES:
+        raise ValueError(f"unknown score {score!r}; allowed: {', '.join(SCORES)}")
+    with torch.autocast(sets.device.type, enabled=False):
+        sets = sets.float() if sets.dtype in (torch.float16, torch.bfloat16) else sets
+        if score == "gauss":
+            return SetModel(score, fit_gaussian(sets, var_floor))
+        if score == "gmm":
+            return SetModel(score, fit_gmm(sets, components, iters=em_iters, tol=em_tol, unroll=em_unroll,
+                                           var_floor=var_floor, generator=generator))
+        if score == "avg":
+            return SetModel(score, sets.mean(-2))
+        return SetModel(score, sets)
+
+
+def score_sets(model: SetModel, queries: torch.Tensor) -> torch.Tensor:
+    """``[B..., Q]`` relevance of ``queries`` (``[B..., Q, d]`` or shared ``[Q, d]``) under fitted set models."""
+    with torch.autocast(queries.device.type, enabled=False):
+        if model.kind == "gauss":
+            mu, var = model.params
+            return diag_gaussian_logpdf(queries.to(mu.dtype), mu, var)
+        if model.kind == "gmm":
+            return gmm_logpdf(queries.to(model.params.means.dtype), model.params)
+        p = model.params
+        q = queries.to(p.dtype)
+        if model.kind == "avg":
+            return (q @ p.unsqueeze(-1)).squeeze(-1)
+        return (q @ p.transpose(-1, -2)).amax(-1)  # nn
+
 
 def set_scores(sets: torch.Tensor, queries: torch.Tensor, score: str = "gauss", components: int = 2,
                var_floor: float = 1e-4, em_iters: int = 50, em_tol: float = 1e-5, em_unroll: int = 3,
@@ -64,21 +108,7 @@ def set_scores(sets: torch.Tensor, queries: torch.Tensor, score: str = "gauss", 
     Returns:
         ``[B..., Q]`` float32 (float64 for float64 inputs); higher = more relevant.
     """
-    if score not in SCORES:
-        raise ValueError(f"unknown score {score!r}; allowed: {', '.join(SCORES)}")
-    with torch.autocast(sets.device.type, enabled=False):
-        sets = sets.float() if sets.dtype in (torch.float16, torch.bfloat16) else sets
-        queries = queries.to(sets.dtype)
-        if score == "gauss":
-            mu, var = fit_gaussian(sets, var_floor)
-            return diag_gaussian_logpdf(queries, mu, var)
-        if score == "gmm":
-            gmm = fit_gmm(sets, components, iters=em_iters, tol=em_tol, unroll=em_unroll, var_floor=var_floor,
-                          generator=generator)
-            return gmm_logpdf(queries, gmm)
-        if score == "avg":
-            return (queries @ sets.mean(-2).unsqueeze(-1)).squeeze(-1)
-        return (queries @ sets.transpose(-1, -2)).amax(-1)  # nn
+    return score_sets(fit_sets(sets, score, components, var_floor, em_iters, em_tol, em_unroll, generator), queries)
 
 
 # ----------------------------------------------------------------------------------------------------------
