@@ -89,9 +89,10 @@ class Params(DataParams):
     eval_set_size: int = param(10, ge=1, help="concept set size at test (paper, Omniglot: 10)")
     eval_draws: int = param(3, ge=1, help="concept sets per test class (each a retrieval task)", cut=True)
     eval_noise: float = param(0.3, ge=0, lt=1, help="noisy tasks: fraction of the set from other classes")
-    noise_curve: list[float] = param([0.0, 0.2, 0.4], ge=0, lt=1, help="noise rates of the robustness figure")
+    noise_curve: list[float] = param([0.15, 0.45], ge=0, lt=1, help="noise rates of the robustness figure besides "
+                                                                   "0 and eval_noise")
     eval_components: list[int] = param([2, 3], ge=1, help="GMM sizes used at retrieval (GMM-k scores)")
-    seeds: list[int] = param([0, 1], help="training seeds (a verdict on a difference needs >= 2)", cut=True)
+    seeds: list[int] = param([0, 1], help="training seeds (a verdict on a difference needs at least 2)", cut=True)
     device: str = param("auto", help="'auto' (CUDA when present), 'cpu' or 'cuda'")
 
     def check(self) -> None:
@@ -175,8 +176,14 @@ def task_settings(p: Params) -> dict[str, dict[str, Any]]:
     out = {"plain": {"noise": 0.0, "merge": 1}, "noisy": {"noise": p.eval_noise, "merge": 1},
            "polysemous": {"noise": 0.0, "merge": 2}}
     for r in p.noise_curve:
-        out[f"noise={r:g}"] = {"noise": float(r), "merge": 1}
+        if float(r) not in (0.0, float(p.eval_noise)):  # those rates are the plain and noisy tasks
+            out[f"noise={r:g}"] = {"noise": float(r), "merge": 1}
     return out
+
+
+def noise_task(p: Params, rate: float) -> str:
+    """The task holding the concepts of noise ``rate`` (plain at 0, noisy at ``eval_noise``)."""
+    return "plain" if rate == 0.0 else "noisy" if rate == float(p.eval_noise) else f"noise={rate:g}"
 
 
 def _score_chunked(sets: torch.Tensor, feats: torch.Tensor, score: str, var_floor: float,
@@ -406,9 +413,9 @@ def noise_figure(p: Params, res: dict[str, list[dict[str, torch.Tensor]]]) -> pl
     (and Gaussian retrieval on AVG-FT descriptors), mean over seeds with the 95% interval."""
     fig, ax = plt.subplots(figsize=(5, 3.4))
     lines = [(m, own_score(m, p)) for m in res] + ([("avg", "gauss")] if "avg" in res else [])
-    rates = sorted(set(float(r) for r in p.noise_curve))
+    rates = sorted({0.0, float(p.eval_noise)} | {float(r) for r in p.noise_curve})
     for i, (m, score) in enumerate(lines):
-        est = [mean_ap(res, m, f"noise={r:g}/{score}") for r in rates]
+        est = [mean_ap(res, m, f"{noise_task(p, r)}/{score}") for r in rates]
         y = np.array([e.value for e in est]) * 100
         c = np.array([e.ci95 for e in est]) * 100
         label = model_label(m, p) if score == own_score(m, p) else f"{score_label(score)} on {model_label(m, p)}"
