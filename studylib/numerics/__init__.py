@@ -1,4 +1,5 @@
-"""Numerical primitives shared by several methods (below :mod:`studylib.methods`)."""
+"""Numerical primitives shared by several methods (below :mod:`studylib.methods`): entropic optimal transport
+(:mod:`~studylib.numerics.ot`), Gaussian densities and mixture fitting (:mod:`~studylib.numerics.gaussian`)."""
 
 from studylib.numerics.ot import sinkhorn_log
 

@@ -1,0 +1,277 @@
+"""Set2Model networks (seed 003, Vakhitov, Kuzmin & Lempitsky 2016/2018).
+
+A Set2Model (S2M) network embeds a *concept set* ``X`` with a network ``f(x; w)`` (L2-normalised
+descriptors, Sec. 4.2), fits a generative model to the embedded set by maximum likelihood (Eq. 1-2) and
+scores a new image ``z`` by its log-likelihood under that model (Eq. 3). Meta-learning (Sec. 3.2) trains
+``w`` end to end *through the fit* so that relevant images score above irrelevant ones (Eq. 4), with the
+histogram loss (Eq. 5-7) over each tuple ``(X, Z+, Z-)``.
+
+Pieces (all batched over sets, on the inputs' device, the fit and the scores in float32 under autocast):
+
+* :func:`set_scores` -- relevance of queries to sets: ``"gauss"`` (log-likelihood under the ML diagonal
+  Gaussian, Eq. 8-9, :func:`studylib.numerics.gaussian.fit_gaussian`), ``"gmm"`` (under a diagonal GMM fitted
+  by EM, Eq. 11, :func:`studylib.numerics.gaussian.fit_gmm`), and the baselines of Sec. 4.3: ``"avg"``
+  (dot product with the set mean, Eq. 16) and ``"nn"`` (largest dot product with a set member, Eq. 17).
+  Back-propagation through the fit: autograd of the closed form for the Gaussian (Eq. 10); for the GMM,
+  EM to convergence without a graph and then ``em_unroll`` EM steps with one (a truncated Neumann series of
+  the implicit gradient of Eq. 13-15; see :mod:`studylib.numerics.gaussian`). Every concept descriptor gets a
+  gradient; the authors' fast path that back-propagates only into the first 10 descriptors is not reproduced.
+* :func:`histogram_loss` -- Eq. 5-7 with the conventions as switches (see its docstring; PAPER-NOTES 003).
+* :func:`tuple_scores` -- the training tuples of an episodic batch: for each of its ``ways`` classes, ``X``
+  = the class's support images, ``Z+`` = its queries, ``Z-`` = the queries of the other classes (all, or a
+  random ``negatives`` of them). This is the *set sampler*: the loop's episodic sampler with ``ways`` =
+  tuples per batch, ``shots`` = ``|X|``, ``queries`` = ``|Z+|``. ``noise`` > 0 replaces that fraction of each
+  ``X`` by support images of the next class of the batch (irrelevant images of a search engine, Sec. 4.1).
+* :class:`Set2ModelMethod` -- registered as ``"set2model"``; ``score="avg"``/``"nn"`` gives the paper's
+  AVG-FT/NN-FT baselines (the same training with the baseline's relevance, Sec. 4.3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from studylib.data.samplers import Batch
+from studylib.methods import register_method
+from studylib.methods.base import Method
+from studylib.numerics.gaussian import GMM, diag_gaussian_logpdf, fit_gaussian, fit_gmm, gmm_logpdf  # noqa: F401
+
+SCORES = ("gauss", "gmm", "avg", "nn")
+RANGES = ("adaptive", "fixed")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Relevance of queries to sets (Eq. 3, 16, 17)
+# ----------------------------------------------------------------------------------------------------------
+
+@dataclass
+class SetModel:
+    """What a set is summarised by for scoring: ``kind`` (one of :data:`SCORES`) and its tensors -- the
+    Gaussian's ``(mu, var)``, the :class:`GMM`, the set mean (``avg``) or the set itself (``nn``)."""
+
+    kind: str
+    params: Any
+
+
+def fit_sets(sets: torch.Tensor, score: str = "gauss", components: int = 2, var_floor: float = 1e-4,
+             em_iters: int = 50, em_tol: float = 1e-5, em_unroll: int = 3,
+             generator: torch.Generator | None = None) -> SetModel:
+    """Fit the model ``score`` names to each of ``sets [B..., N, d]`` (float32 under autocast; see
+    :func:`set_scores` for the arguments)."""
+    if score not in SCORES:
+        raise ValueError(f"unknown score {score!r}; allowed: {', '.join(SCORES)}")
+    with torch.autocast(sets.device.type, enabled=False):
+        sets = sets.float() if sets.dtype in (torch.float16, torch.bfloat16) else sets
+        if score == "gauss":
+            return SetModel(score, fit_gaussian(sets, var_floor))
+        if score == "gmm":
+            return SetModel(score, fit_gmm(sets, components, iters=em_iters, tol=em_tol, unroll=em_unroll,
+                                           var_floor=var_floor, generator=generator))
+        if score == "avg":
+            return SetModel(score, sets.mean(-2))
+        return SetModel(score, sets)
+
+
+def score_sets(model: SetModel, queries: torch.Tensor) -> torch.Tensor:
+    """``[B..., Q]`` relevance of ``queries`` (``[B..., Q, d]`` or shared ``[Q, d]``) under fitted set models."""
+    with torch.autocast(queries.device.type, enabled=False):
+        if model.kind == "gauss":
+            mu, var = model.params
+            return diag_gaussian_logpdf(queries.to(mu.dtype), mu, var)
+        if model.kind == "gmm":
+            return gmm_logpdf(queries.to(model.params.means.dtype), model.params)
+        p = model.params
+        q = queries.to(p.dtype)
+        if model.kind == "avg":
+            return (q @ p.unsqueeze(-1)).squeeze(-1)
+        return (q @ p.transpose(-1, -2)).amax(-1)  # nn
+
+
+def set_scores(sets: torch.Tensor, queries: torch.Tensor, score: str = "gauss", components: int = 2,
+               var_floor: float = 1e-4, em_iters: int = 50, em_tol: float = 1e-5, em_unroll: int = 3,
+               generator: torch.Generator | None = None) -> torch.Tensor:
+    """Relevance of every query to every set.
+
+    Args:
+        sets: ``[B..., N, d]`` concept sets (embedded).
+        queries: ``[B..., Q, d]``, or ``[Q, d]`` scored against every set.
+        score: one of :data:`SCORES` (module docstring).
+        components: mixture components for ``"gmm"``.
+        var_floor: variance floor of the Gaussian / every mixture component.
+        em_iters, em_tol, em_unroll: EM settings (:func:`studylib.numerics.gaussian.fit_gmm`).
+        generator: random numbers of the GMM's k-means++ seeding (default: the global RNG).
+
+    Returns:
+        ``[B..., Q]`` float32 (float64 for float64 inputs); higher = more relevant.
+    """
+    return score_sets(fit_sets(sets, score, components, var_floor, em_iters, em_tol, em_unroll, generator), queries)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Histogram loss (Eq. 5-7)
+# ----------------------------------------------------------------------------------------------------------
+
+def histogram(s: torch.Tensor, lo: torch.Tensor, step: torch.Tensor, bins: int, half_width: float,
+              normalize: bool) -> torch.Tensor:
+    """``[..., bins]`` kernel histogram of ``s [..., M]`` on nodes ``lo + step * b`` (Eq. 6)."""
+    nodes = lo.unsqueeze(-1) + step.unsqueeze(-1) * torch.arange(bins, device=s.device, dtype=s.dtype)  # [..., B]
+    w = (1.0 - (s.unsqueeze(-1) - nodes.unsqueeze(-2)).abs() / (half_width * step)[..., None, None]).clamp_min(0)
+    h = w.sum(-2)
+    return h / h.sum(-1, keepdim=True).clamp_min(1e-12) if normalize else h
+
+
+def histogram_loss(pos: torch.Tensor, neg: torch.Tensor, bins: int = 100, value_range: str = "adaptive",
+                   half_width: float = 2.0, normalize: bool = True) -> torch.Tensor:
+    """Histogram loss of each tuple: ``sum_b h-_b * sum_{b' <= b} h+_b'``, an estimate of P(s+ <= s-).
+
+    Eq. 7 as printed (a product of two sums) is a typo; the authors' code and Ustinova & Lempitsky (2016)
+    compute the cumulative form above, the smoothed probability that a positive score falls at or below a
+    negative one (Eq. 5) (PAPER-NOTES 003). The conventions are switches:
+
+    * ``value_range="adaptive"`` (the paper, Sec. 3.2): nodes span ``[min, max]`` of the tuple's scores
+      +- 1e-6 (the range itself carries no gradient); ``"fixed"``: ``[-1, 1]`` (Ustinova & Lempitsky, for
+      cosine similarities; clamp inputs to the range first).
+    * ``half_width``: the triangular kernel's half-width in node spacings (Eq. 6 with ``omega = 2 * half_width
+      * step``): 2 in the authors' code, 1 = linear assignment to the two nearest nodes (Ustinova & Lempitsky,
+      pytorch-metric-learning).
+    * ``normalize``: histograms divided by their mass (densities); the authors' code leaves them raw (and
+      scales the loss by 5e-5).
+
+    ``bins`` is the number of nodes (pytorch-metric-learning's ``n_bins=100`` is 101 nodes on [-1, 1]).
+
+    Args:
+        pos: ``[..., M+]`` scores of relevant items; neg: ``[..., M-]`` of irrelevant ones.
+
+    Returns:
+        ``[...]`` loss per tuple (average them for a batch).
+    """
+    if bins < 2:
+        raise ValueError(f"the histogram needs bins >= 2 nodes, got {bins}")
+    if value_range not in RANGES:
+        raise ValueError(f"value_range must be one of {RANGES}, got {value_range!r}")
+    if not half_width > 0:
+        raise ValueError(f"half_width must be > 0, got {half_width}")
+    with torch.autocast(pos.device.type, enabled=False):
+        pos = pos.float() if pos.dtype in (torch.float16, torch.bfloat16) else pos
+        neg = neg.to(pos.dtype)
+        if value_range == "adaptive":
+            lo = torch.minimum(pos.detach().amin(-1), neg.detach().amin(-1)) - 1e-6
+            hi = torch.maximum(pos.detach().amax(-1), neg.detach().amax(-1)) + 1e-6
+        else:
+            lo = torch.full(pos.shape[:-1], -1.0, device=pos.device, dtype=pos.dtype)
+            hi = torch.full(pos.shape[:-1], 1.0, device=pos.device, dtype=pos.dtype)
+        step = (hi - lo) / (bins - 1)
+        hp = histogram(pos, lo, step, bins, half_width, normalize)
+        hn = histogram(neg, lo, step, bins, half_width, normalize)
+        return (hn * torch.cumsum(hp, -1)).sum(-1)
+
+
+def violation_rate(pos: torch.Tensor, neg: torch.Tensor) -> torch.Tensor:
+    """Eq. 5 per tuple: the fraction of (relevant, irrelevant) pairs with ``s+ <= s-`` (``[..., M+]``,
+    ``[..., M-]`` -> ``[...]``). Ties count as violations, the convention the cumulative histogram follows."""
+    return (pos.unsqueeze(-1) <= neg.unsqueeze(-2)).to(torch.float32).mean((-1, -2))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Training tuples from an episodic batch, and the method
+# ----------------------------------------------------------------------------------------------------------
+
+def tuple_scores(emb: torch.Tensor, shots: int, negatives: int | None = None, noise: float = 0.0,
+                 **score_kw: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scores of the tuples of one episodic batch (module docstring).
+
+    Args:
+        emb: ``[W, shots + queries, d]`` embeddings, class-major (the episodic sampler's order).
+        shots: ``|X|``; the other ``queries`` images of each class are ``Z+``.
+        negatives: ``|Z-|`` per tuple, a random subset (global RNG) of the other classes' queries; None: all.
+        noise: fraction of ``X`` replaced by the next class's support images.
+        **score_kw: :func:`set_scores` options.
+
+    Returns:
+        ``(pos [W, queries], neg [W, |Z-|])``.
+    """
+    w, per, d = emb.shape
+    queries = per - shots
+    if w < 2 or shots < 1 or queries < 1:
+        raise ValueError(f"tuples need >= 2 classes, >= 1 set image and >= 1 relevant image per class; got "
+                         f"{w} classes of {shots} + {queries}")
+    x, z = emb[:, :shots], emb[:, shots:]
+    m = int(round(noise * shots))
+    if m > 0:
+        x = torch.cat([x[:, : shots - m], torch.roll(x, -1, dims=0)[:, shots - m:]], 1)
+    scores = set_scores(x, z.reshape(w * queries, d), **score_kw).reshape(w, w, queries)  # [set, class, q]
+    own = torch.eye(w, dtype=torch.bool, device=emb.device)
+    pos = scores[own]  # [W, queries]
+    neg = scores[~own].reshape(w, (w - 1) * queries)
+    if negatives is not None and negatives < neg.shape[1]:
+        pick = torch.argsort(torch.rand(w, neg.shape[1], device=emb.device), -1)[:, :negatives]
+        neg = torch.gather(neg, 1, pick)
+    return pos, neg
+
+
+class Set2ModelMethod(Method):
+    """S2M network: backbone (+ optional linear layer to ``dim``), L2-normalised descriptors, trained with the
+    histogram loss of tuple scores (module docstring). Needs the episodic sampler (``shots`` = ``|X|``).
+
+    Args:
+        backbone: ``[B, C, H, W] -> [B, D]``.
+        augment: uint8 images -> normalised float input.
+        score: relevance used in training, one of :data:`SCORES` (``"avg"``: AVG-FT, ``"nn"``: NN-FT).
+        components: GMM components (``score="gmm"``).
+        dim: a linear layer ``D -> dim`` after the backbone (the paper's replaced last layer: 100 for
+            characters, 128 for web images); None: the backbone's features.
+        normalize: L2-normalise descriptors (Sec. 4.2: yes).
+        negatives, noise: see :func:`tuple_scores`.
+        bins, value_range, half_width, normalize_hist: :func:`histogram_loss` (default: the authors' code's
+            100 nodes on the adaptive range with a half-width-2 kernel, normalised histograms).
+        var_floor, em_iters, em_unroll: the fit (:func:`set_scores`).
+    """
+
+    def __init__(self, backbone: nn.Module, augment: Callable[[torch.Tensor], torch.Tensor] | None,
+                 score: str = "gauss", components: int = 2, dim: int | None = None, normalize: bool = True,
+                 negatives: int | None = None, noise: float = 0.0, bins: int = 100, value_range: str = "adaptive",
+                 half_width: float = 2.0, normalize_hist: bool = True, var_floor: float = 1e-4,
+                 em_iters: int = 30, em_unroll: int = 3, num_classes: int | None = None, size: int | None = None,
+                 mean: object = None, std: object = None) -> None:
+        super().__init__()
+        if score not in SCORES:
+            raise ValueError(f"unknown score {score!r}; allowed: {', '.join(SCORES)}")
+        if score == "gmm" and components < 1:
+            raise ValueError(f"components must be >= 1, got {components}")
+        if not 0.0 <= noise < 1.0:
+            raise ValueError(f"noise must be in [0, 1), got {noise}")
+        self.backbone, self.augment = backbone, augment
+        self.proj = nn.Linear(backbone.out_dim, dim) if dim is not None else None
+        self.score, self.normalize, self.negatives, self.noise = score, normalize, negatives, noise
+        self.score_kw = {"score": score, "components": components, "var_floor": var_floor, "em_iters": em_iters,
+                         "em_unroll": em_unroll}
+        self.hist_kw = {"bins": bins, "value_range": value_range, "half_width": half_width,
+                        "normalize": normalize_hist}
+
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        f = self.backbone(x).flatten(1)
+        if self.proj is not None:
+            f = self.proj(f)
+        return F.normalize(f.float(), dim=-1) if self.normalize else f
+
+    def loss(self, images: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, dict[str, Any]]:
+        if batch.ways is None or batch.shots is None or batch.queries is None:
+            raise ValueError("set2model trains on tuples from episodic batches: use sampler='episodic' (ways = "
+                             "tuples per batch, shots = |X|, queries = |Z+|)")
+        x = self.augment(images) if self.augment is not None else images.float() / 255
+        emb = self.embed(x).reshape(batch.ways, batch.shots + batch.queries, -1)
+        pos, neg = tuple_scores(emb, batch.shots, self.negatives, self.noise, **self.score_kw)
+        loss = histogram_loss(pos, neg, **self.hist_kw).mean()
+        return loss, {"violation": violation_rate(pos.detach(), neg.detach()).mean()}
+
+    @torch.no_grad()
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """The descriptors (L2-normalised when ``normalize``) that models are fitted to."""
+        return self.embed(x)
+
+
+register_method("set2model")(Set2ModelMethod)

@@ -1,0 +1,286 @@
+"""Set2Model (seed 003): fits, gradients, EM, histogram loss, retrieval AP, precision, against independent
+references (torch.distributions, finite differences, scikit-learn, pytorch-metric-learning, slow loops)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from studylib.data.samplers import EpisodicSampler
+from studylib.evaluation.retrieval import average_precision, retrieval_tasks
+from studylib.methods import build_method
+from studylib.methods.set2model import histogram_loss, set_scores, tuple_scores, violation_rate
+from studylib.numerics.gaussian import (GMM, diag_gaussian_logpdf, fit_gaussian, fit_gmm, gmm_logpdf,
+                                        kmeans_pp_init)
+
+
+def _clusters(b: int, n_per: int, k: int, d: int, sep: float = 8.0, seed: int = 0, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    centres = torch.randn(b, k, d, generator=g, dtype=dtype) * sep
+    scales = 0.5 + torch.rand(b, k, d, generator=g, dtype=dtype)
+    pts = centres.unsqueeze(2) + scales.unsqueeze(2) * torch.randn(b, k, n_per, d, generator=g, dtype=dtype)
+    return pts.reshape(b, k * n_per, d)
+
+
+# ---------------------------------------------------------------- Gaussian fit and log-likelihood
+
+def test_gaussian_loglik_matches_torch_multivariate_normal():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 12, 6, generator=g, dtype=torch.float64)
+    z = torch.randn(4, 7, 6, generator=g, dtype=torch.float64)
+    mu, var = fit_gaussian(x, var_floor=0.0)
+    ref = torch.distributions.MultivariateNormal(mu.unsqueeze(1), covariance_matrix=torch.diag_embed(var).unsqueeze(1))
+    torch.testing.assert_close(diag_gaussian_logpdf(z, mu, var), ref.log_prob(z), rtol=1e-10, atol=1e-10)
+    # the ML fit is numpy's mean and biased variance
+    torch.testing.assert_close(mu, torch.from_numpy(x.numpy().mean(1)))
+    torch.testing.assert_close(var, torch.from_numpy(x.numpy().var(1)))
+    # shared queries broadcast against every set
+    torch.testing.assert_close(diag_gaussian_logpdf(z[0], mu, var)[1], ref.log_prob(z[0].unsqueeze(0))[1])
+
+
+def test_gaussian_fit_gradient_matches_finite_differences():
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 6, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    z = torch.randn(2, 4, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, b: set_scores(a, b, "gauss", var_floor=1e-3), (x, z))
+
+
+def test_gaussian_fit_gradient_is_eq10():
+    """d mu / d x^j = 1/N; d phi_i / d x^j_i = 2/N (x^j_i - mu_i) (seed 003, Eq. 10)."""
+    x = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
+    mu, var = fit_gaussian(x, var_floor=0.0)
+    (gm,) = torch.autograd.grad(mu.sum(), x)
+    (gv,) = torch.autograd.grad(var.sum(), x)
+    torch.testing.assert_close(gm, torch.full_like(x, 1 / 5))
+    torch.testing.assert_close(gv, 2 / 5 * (x - x.mean(0)).detach())
+
+
+# ---------------------------------------------------------------- GMM by EM
+
+def test_em_matches_sklearn_gaussian_mixture_on_separated_clusters():
+    from sklearn.mixture import GaussianMixture
+    x = _clusters(b=3, n_per=60, k=3, d=4, sep=25.0, seed=2)
+    gmm = fit_gmm(x, 3, iters=500, tol=1e-10, unroll=0, var_floor=1e-6, generator=torch.Generator().manual_seed(0))
+    for i in range(3):
+        sk = GaussianMixture(3, covariance_type="diag", reg_covar=1e-6, tol=1e-10, max_iter=500, n_init=3,
+                             random_state=0).fit(x[i].numpy())
+        order = np.lexsort(sk.means_.T[::-1])
+        ours = np.lexsort(gmm.means[i].numpy().T[::-1])
+        np.testing.assert_allclose(gmm.means[i].numpy()[ours], sk.means_[order], rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(gmm.vars[i].numpy()[ours], sk.covariances_[order], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(gmm.weights[i].numpy()[ours], sk.weights_[order], rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(gmm_logpdf(x[i], GMM(gmm.weights[i], gmm.means[i], gmm.vars[i])).numpy(),
+                                   sk.score_samples(x[i].numpy()), rtol=1e-6, atol=1e-6)
+
+
+def test_one_component_gmm_is_the_gaussian():
+    x = torch.randn(3, 9, 5, dtype=torch.float64)
+    gmm = fit_gmm(x, 1, var_floor=1e-6)
+    mu, var = fit_gaussian(x, var_floor=1e-6)
+    torch.testing.assert_close(gmm.means[:, 0], mu)
+    torch.testing.assert_close(gmm.vars[:, 0], var)
+    torch.testing.assert_close(gmm.weights, torch.ones(3, 1, dtype=torch.float64))
+
+
+def test_unrolled_em_gradient_matches_finite_differences_of_the_converged_fit():
+    """Finite differences of the converged fit (the implicit function theta*(X)) against the gradient of
+    EM unrolled from the detached fixed point: enough unrolled steps sum the Neumann series."""
+    x0 = _clusters(b=2, n_per=4, k=2, d=2, sep=1.0, seed=3)  # overlapping: soft responsibilities
+    init = x0[:, [0, 4]].clone()  # one point of each cluster: the same basin under any perturbation
+    q = torch.randn(2, 3, 2, dtype=torch.float64)
+
+    def f(x, z):
+        gmm = fit_gmm(x, 2, iters=3000, tol=1e-14, unroll=100, var_floor=1e-3, init=init)
+        return gmm_logpdf(z, gmm)
+
+    x = x0.clone().requires_grad_(True)
+    z = q.clone().requires_grad_(True)
+    assert torch.autograd.gradcheck(f, (x, z), eps=1e-6, atol=1e-5, rtol=1e-4)
+
+
+def test_short_unroll_gradient_approaches_the_long_one():
+    x0 = _clusters(b=1, n_per=6, k=2, d=3, sep=0.5, seed=4)  # overlapping: soft responsibilities
+    init = x0[:, [0, 6]].clone()
+    z = torch.randn(1, 4, 3, dtype=torch.float64)
+    grads = {}
+    for r in (1, 3, 10, 300):
+        x = x0.clone().requires_grad_(True)
+        gmm_logpdf(z, fit_gmm(x, 2, iters=3000, tol=1e-14, unroll=r, var_floor=1e-3, init=init)).sum().backward()
+        grads[r] = x.grad
+    err = {r: float((grads[r] - grads[300]).norm() / grads[300].norm()) for r in (1, 3, 10)}
+    assert err[1] > 1e-2 and err[1] > err[3] > err[10] and err[10] < 1e-3, err  # one step alone is not exact
+
+
+def test_every_concept_descriptor_gets_a_gradient():
+    """The authors' fast path back-propagates only into the first 10 descriptors; ours reaches all."""
+    x = torch.randn(2, 25, 8, dtype=torch.float64, requires_grad=True)
+    set_scores(x, torch.randn(6, 8, dtype=torch.float64), "gmm", components=2, em_unroll=2).sum().backward()
+    assert bool((x.grad.abs().sum(-1) > 0).all())
+
+
+def test_kmeans_pp_picks_one_point_per_separated_cluster():
+    x = _clusters(b=8, n_per=10, k=3, d=2, sep=50.0, seed=5)
+    c = kmeans_pp_init(x, 3, torch.Generator().manual_seed(0))
+    owner = ((c.unsqueeze(2) - x.unsqueeze(1)) ** 2).sum(-1).argmin(-1) // 10  # cluster of each centre
+    assert all(sorted(row.tolist()) == [0, 1, 2] for row in owner)
+
+
+# ---------------------------------------------------------------- histogram loss
+
+def _slow_histogram_loss(pos, neg, bins, lo, hi, half_width, normalize):
+    step = (hi - lo) / (bins - 1)
+    nodes = [lo + step * b for b in range(bins)]
+
+    def hist(s):
+        h = [sum(max(0.0, 1 - abs(v - t) / (half_width * step)) for v in s) for t in nodes]
+        tot = sum(h)
+        return [x / tot for x in h] if normalize else h
+
+    hp, hn = hist(pos), hist(neg)
+    return sum(hn[r] * sum(hp[: r + 1]) for r in range(bins))
+
+
+@pytest.mark.parametrize("half_width,normalize,value_range", [(2.0, True, "adaptive"), (1.0, True, "fixed"),
+                                                              (2.0, False, "adaptive"), (1.5, True, "fixed")])
+def test_histogram_loss_matches_a_loop_over_its_formula(half_width, normalize, value_range):
+    g = torch.Generator().manual_seed(6)
+    pos = (torch.rand(3, 7, generator=g, dtype=torch.float64) * 1.2 - 0.2)
+    neg = (torch.rand(3, 11, generator=g, dtype=torch.float64) * 1.2 - 0.9)
+    out = histogram_loss(pos, neg, bins=20, value_range=value_range, half_width=half_width, normalize=normalize)
+    for i in range(3):
+        p, n = pos[i].tolist(), neg[i].tolist()
+        lo, hi = (min(p + n) - 1e-6, max(p + n) + 1e-6) if value_range == "adaptive" else (-1.0, 1.0)
+        assert out[i].item() == pytest.approx(_slow_histogram_loss(p, n, 20, lo, hi, half_width, normalize), rel=1e-10)
+
+
+def test_histogram_loss_matches_pytorch_metric_learning():
+    """pytorch-metric-learning's HistogramLoss: cosine similarities of all positive / negative pairs, 100 bins
+    on [-1, 1] (101 nodes), linear assignment, normalised. Similarities are clamped just below 1 there."""
+    from pytorch_metric_learning.losses import HistogramLoss
+    g = torch.Generator().manual_seed(7)
+    emb = torch.randn(24, 5, generator=g, dtype=torch.float64)
+    labels = torch.arange(4).repeat_interleave(6)
+    ref = HistogramLoss(n_bins=100)(emb, labels)
+    e = torch.nn.functional.normalize(emb, dim=-1)
+    sim = (e @ e.T).clamp(-1, 1 - 1e-6)
+    i, j = torch.triu_indices(24, 24, 1)
+    same = labels[i] == labels[j]
+    ours = histogram_loss(sim[i, j][same], sim[i, j][~same], bins=101, value_range="fixed", half_width=1.0)
+    assert float(ours) == pytest.approx(float(ref), rel=1e-6)
+
+
+def test_histogram_loss_approaches_the_violation_rate_as_bins_grow():
+    g = torch.Generator().manual_seed(8)
+    pos = torch.randn(4, 50, generator=g, dtype=torch.float64) + 1.0
+    neg = torch.randn(4, 80, generator=g, dtype=torch.float64)
+    exact = violation_rate(pos, neg).double()
+    errs = [float((histogram_loss(pos, neg, bins=b) - exact).abs().max()) for b in (10, 100, 2000)]
+    assert errs[0] > errs[1] > errs[2] and errs[2] < 5e-3, errs  # the kernel's width shrinks as 1/bins
+
+
+def test_histogram_loss_gradient_lowers_violations():
+    pos = torch.tensor([[0.0, 0.2, 0.9]], requires_grad=True)
+    neg = torch.tensor([[0.1, 0.5, 0.3]], requires_grad=True)
+    before = histogram_loss(pos, neg, bins=10, value_range="fixed", half_width=1.0).sum()
+    before.backward()
+    assert bool((pos.grad <= 0).all()) and bool((neg.grad >= 0).all()) and float(pos.grad.abs().sum()) > 0
+    with torch.no_grad():
+        after = histogram_loss(pos - 0.01 * pos.grad, neg - 0.01 * neg.grad, bins=10, value_range="fixed",
+                               half_width=1.0).sum()
+    assert float(after) < float(before)
+
+
+# ---------------------------------------------------------------- retrieval
+
+def test_average_precision_matches_sklearn():
+    from sklearn.metrics import average_precision_score
+    g = torch.Generator().manual_seed(9)
+    scores = torch.randn(6, 40, generator=g)
+    rel = torch.rand(6, 40, generator=g) < 0.3
+    valid = torch.rand(6, 40, generator=g) < 0.8
+    ap = average_precision(scores, rel, valid)
+    for i in range(6):
+        v = valid[i].numpy()
+        ref = average_precision_score(rel[i].numpy()[v], scores[i].numpy()[v])
+        assert ap[i].item() == pytest.approx(ref, rel=1e-9)
+
+
+def test_retrieval_tasks_noise_merge_and_exclusion():
+    labels = torch.arange(10).repeat_interleave(12)
+    t = retrieval_tasks(labels, set_size=10, noise=0.3, merge=2, seed=0)
+    assert t.sets.shape == (5, 10) and t.classes.shape == (5, 2)
+    for c in range(5):
+        member_cls = labels[t.sets[c]]
+        inside = torch.isin(member_cls, t.classes[c])
+        assert int((~inside).sum()) == 3 and torch.equal(~inside, t.noisy[c])
+        assert not bool(t.valid[c, t.sets[c]].any()) and int(t.valid[c].sum()) == 120 - 10
+        assert torch.equal(t.relevant[c], torch.isin(labels, t.classes[c]))
+        assert all(int((labels[t.valid[c]] == k).sum()) >= 1 for k in t.classes[c])
+    assert torch.equal(retrieval_tasks(labels, 10, noise=0.3, merge=2, seed=0).sets, t.sets)
+    with pytest.raises(ValueError, match="set_size"):
+        retrieval_tasks(labels, set_size=12)
+
+
+# ---------------------------------------------------------------- method, tuples, precision
+
+def test_tuple_scores_split_positives_and_negatives():
+    w, shots, q, d = 4, 3, 2, 5
+    emb = torch.randn(w, shots + q, d)
+    pos, neg = tuple_scores(emb, shots, score="avg")
+    assert pos.shape == (w, q) and neg.shape == (w, (w - 1) * q)
+    means = emb[:, :shots].mean(1)
+    torch.testing.assert_close(pos[1], emb[1, shots:] @ means[1])
+    others = torch.cat([emb[c, shots:] for c in range(w) if c != 2])
+    torch.testing.assert_close(neg[2], others @ means[2])
+    torch.manual_seed(0)
+    assert tuple_scores(emb, shots, negatives=3, score="nn")[1].shape == (w, 3)
+
+
+@pytest.mark.parametrize("score", ["gauss", "gmm", "avg", "nn"])
+def test_method_trains_on_episodic_batches(score):
+    from studylib.models import build_backbone
+    torch.manual_seed(0)
+    labels = torch.arange(6).repeat_interleave(8)
+    images = torch.randint(0, 256, (48, 1, 28, 28), dtype=torch.uint8)
+    batch = EpisodicSampler(labels, ways=4, shots=4, queries=3, episodes_per_epoch=1, seed=0).epoch(0)[0]
+    m = build_method("set2model", build_backbone("conv4", in_channels=1, hidden=8), None, score=score, dim=16)
+    loss, logs = m.loss(images[batch.indices], batch)
+    loss.backward()
+    assert math.isfinite(float(loss)) and 0 <= float(logs["violation"]) <= 1
+    assert m.proj.weight.grad is not None and float(m.proj.weight.grad.abs().sum()) > 0
+    assert m.features(images[:3].float() / 255).norm(dim=-1).sub(1).abs().max() < 1e-5
+
+
+def test_bf16_autocast_on_cpu_matches_fp32():
+    g = torch.Generator().manual_seed(10)
+    x = torch.nn.functional.normalize(torch.randn(3, 12, 16, generator=g), dim=-1)
+    z = torch.nn.functional.normalize(torch.randn(20, 16, generator=g), dim=-1)
+    for score in ("gauss", "gmm", "avg", "nn"):
+        kw = {"score": score, "components": 2}
+        ref = set_scores(x, z, generator=torch.Generator().manual_seed(0), **kw)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = set_scores(x, z, generator=torch.Generator().manual_seed(0), **kw)
+            loss = histogram_loss(out[:, :5], out[:, 5:])
+        assert out.dtype == torch.float32 and loss.dtype == torch.float32
+        torch.testing.assert_close(out, ref)
+        torch.testing.assert_close(loss, histogram_loss(ref[:, :5], ref[:, 5:]))
+    # bf16 descriptors (what a bf16 backbone hands over) are fitted in fp32: close to the fp32 fit
+    xb, zb = x.bfloat16(), z.bfloat16()
+    out = set_scores(xb, zb, "gauss")
+    ref = set_scores(xb.float(), zb.float(), "gauss")
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, ref)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_scores_stay_on_the_device():
+    x = torch.randn(2, 10, 4, device="cuda")
+    for score in ("gauss", "gmm", "avg", "nn"):
+        assert set_scores(x, torch.randn(5, 4, device="cuda"), score).device.type == "cuda"
+    labels = torch.arange(4, device="cuda").repeat_interleave(5)
+    t = retrieval_tasks(labels, 3)
+    assert t.sets.device.type == "cuda"
+    assert average_precision(torch.randn(4, 20, device="cuda"), t.relevant, t.valid).device.type == "cuda"
