@@ -258,7 +258,8 @@ def build_parts(spec: RunSpec, dataset: FewShotDataset) -> tuple[Method, Callabl
     backbone = build_backbone(spec.backbone, in_channels=int(train_split.images.shape[1]), **spec.backbone_options)
     augment = build_augment(spec.augment, size=size, mean=mean, std=std, **spec.augment_options)
     # Context a method may need besides its own options (CE's classifier size, BECLR's second augmentation).
-    context = {"num_classes": train_split.num_classes, "size": size, "mean": mean, "std": std}
+    context = {"num_classes": train_split.num_classes, "size": size, "mean": mean, "std": std,
+               "train_labels": train_split.labels}  # InfoPatch's global loss: the base class of every image
     method = build_method(spec.method, backbone=backbone, augment=augment,
                           **_accepted(spec.method, context), **spec.method_options)
 

@@ -46,3 +46,4 @@ def build_method(name: str, backbone: nn.Module, augment: Callable[..., Any], **
 from studylib.methods import episodes as _episodes  # noqa: E402,F401
 from studylib.methods import beclr as _beclr  # noqa: E402,F401
 from studylib.methods import spe as _spe  # noqa: E402,F401
+from studylib.methods import infopatch as _infopatch  # noqa: E402,F401
