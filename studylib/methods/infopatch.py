@@ -303,6 +303,8 @@ class InfoPatchMethod(Method):
         block: random block ``"code"`` / ``"paper"`` / ``"none"``; ``block_frac``: the paper reading's side.
     """
 
+    multi_episode = True
+
     def __init__(self, backbone: nn.Module, augment: Callable[[Tensor], Tensor], num_classes: int | None = None,
                  train_labels: Tensor | None = None, global_weight: float = 1.0, local_weight: float = 0.5,
                  scale: float = 7.0, patches: bool = True, patchmix: bool = True,

@@ -77,6 +77,7 @@ class TrainConfig:
 
     epochs: int = 10
     sampler: str = "shuffled"
+    episodes_per_batch: int = 1
     batch_size: int = 128
     ways: int = 5
     shots: int = 1
@@ -113,6 +114,9 @@ class TrainConfig:
                 raise ValueError(f"{name}={value!r} is not known; allowed: {', '.join(allowed)}")
         if self.epochs < 1:
             raise ValueError(f"epochs must be >= 1, got {self.epochs}")
+        if self.episodes_per_batch < 1 or (self.episodes_per_batch > 1 and self.sampler != "episodic"):
+            raise ValueError(f"episodes_per_batch={self.episodes_per_batch} needs to be >= 1, and more than 1 only "
+                             f"with sampler='episodic' (got sampler={self.sampler!r})")
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"max_steps must be >= 1 (or None for the whole schedule), got {self.max_steps}")
         if self.patience is not None and self.patience < 1:
@@ -127,7 +131,7 @@ class TrainConfig:
     @property
     def images_per_batch(self) -> int:
         if self.sampler == "episodic":
-            return self.ways * (self.shots + self.queries)
+            return self.ways * (self.shots + self.queries) * self.episodes_per_batch
         if self.sampler == "fixed":
             return self.ways * self.shots
         return self.batch_size
@@ -142,7 +146,7 @@ def build_sampler(cfg: TrainConfig, split: ImageSplit, labels_needed: bool) -> S
     per_epoch = cfg.batches_per_epoch or max(1, len(split) // cfg.images_per_batch)
     if cfg.sampler == "episodic":
         return EpisodicSampler(split.labels, cfg.ways, cfg.shots, cfg.queries, per_epoch, cfg.replacement,
-                               cfg.seed, what=f"training split {split.name}")
+                               cfg.seed, what=f"training split {split.name}", episodes_per_batch=cfg.episodes_per_batch)
     if cfg.sampler == "fixed":
         return FixedCompositionSampler(split.labels, cfg.ways, cfg.shots, per_epoch, cfg.replacement, cfg.seed,
                                        what=f"training split {split.name}")
@@ -283,6 +287,10 @@ def train(method: Method, train_split: ImageSplit, cfg: TrainConfig, run: Run,
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
     random.seed(cfg.seed)
+    if cfg.episodes_per_batch > 1 and not getattr(method, "multi_episode", False):
+        raise ValueError(f"episodes_per_batch={cfg.episodes_per_batch}: {type(method).__name__} trains on one episode "
+                         f"per batch; set episodes_per_batch=1 (only methods with multi_episode=True, e.g. "
+                         f"'infopatch', take several)")
     sampler = build_sampler(cfg, train_split, labels_needed=method.uses_labels)
     method.to(device)
     on_gpu = device.type == "cuda"
@@ -588,7 +596,7 @@ def _to_device(batch: Batch, device: torch.device) -> Batch:
     return Batch(batch.indices.to(device),
                  batch.labels.to(device) if batch.labels is not None else None,
                  batch.support.to(device) if batch.support is not None else None,
-                 batch.ways, batch.shots, batch.queries)
+                 batch.ways, batch.shots, batch.queries, batch.episodes)
 
 
 def config_dict(cfg: TrainConfig) -> dict[str, Any]:
@@ -599,4 +607,6 @@ def config_dict(cfg: TrainConfig) -> dict[str, Any]:
     for key in ("patience", "max_steps"):  # added later: leaving them out when off keeps earlier runs' hashes
         if d[key] is None:
             d.pop(key)
+    if d["episodes_per_batch"] == 1:  # likewise
+        d.pop("episodes_per_batch")
     return d

@@ -327,3 +327,57 @@ def test_input_errors() -> None:
         m.loss(images, Batch(batch.indices, batch.labels))
     with pytest.raises(ValueError, match="whole number"):
         m.loss(images[:-1], Batch(batch.indices[:-1], batch.labels[:-1], batch.support[:-1], 3, 1, 2))
+
+
+# ------------------------------------------------------------------------------------------------ batches of episodes
+
+
+def test_sampler_concatenates_episodes_per_batch() -> None:
+    from studylib.data.samplers import EpisodicSampler
+    labels = torch.arange(60) % 10
+    one = EpisodicSampler(labels, 3, 1, 2, 6, seed=4)
+    two = EpisodicSampler(labels, 3, 1, 2, 3, seed=4, episodes_per_batch=2)
+    a, b = one.epoch(0), two.epoch(0)
+    assert len(b) == len(two) == 3 and two.batch_size == 18
+    for i, batch in enumerate(b):
+        assert batch.episodes == 2 and len(batch) == 18
+        assert torch.equal(batch.indices, torch.cat([a[2 * i].indices, a[2 * i + 1].indices]))
+        assert torch.equal(batch.labels, a[0].labels.repeat(2)) and torch.equal(batch.support, a[0].support.repeat(2))
+    # without replacement: only whole batches
+    nr = EpisodicSampler(labels, 3, 1, 2, 100, replacement=False, seed=0, episodes_per_batch=2)
+    assert all(x.episodes == 2 and len(x) == 18 for x in nr.epoch(0))
+
+
+def _run_spec(**train):
+    from studylib.experiments.runner import DataSpec, EvalSpec, RunSpec
+    from studylib.training.loop import TrainConfig
+    cfg = dict(epochs=1, sampler="episodic", ways=3, shots=1, queries=2, episodes_per_batch=2, batches_per_epoch=4,
+               lr=0.05, nesterov=True, device="cpu", checkpoint_every=2, progress=False)
+    cfg.update(train)
+    return RunSpec(name="ip", data=DataSpec("glyphs", None, {"size": 28, "split": "random", "max_classes": 30,
+                                                             "seed": 0}),
+                   backbone="resnet12_infopatch", backbone_options={"widths": [4, 4, 6, 8], "drop_ramp_steps": 3},
+                   method="infopatch", augment="none", train=TrainConfig(**cfg),
+                   eval=EvalSpec(shots=[1], episodes=10, val_episodes=5))
+
+
+def test_runner_trains_infopatch_on_batches_of_episodes_and_resumes_exactly(tmp_path) -> None:
+    from studylib.experiments.runner import run_spec
+    from studylib.training.loop import Interrupted, config_dict, TrainConfig
+    from studylib.training.runstore import RunStore
+    assert "episodes_per_batch" not in config_dict(TrainConfig())  # earlier runs keep their hashes
+    clean = run_spec(_run_spec(), RunStore(tmp_path / "clean"), progress=False)
+    weights = clean.run.load_tensor("weights.pt")
+    assert int(weights["backbone.drop_step"]) == 4  # 4 training steps; validation forwards did not count
+    store = RunStore(tmp_path / "killed")
+    with pytest.raises(Interrupted):
+        run_spec(_run_spec(), store, stop_after=2, progress=False)
+    resumed = run_spec(_run_spec(), store, progress=False)
+    again = resumed.run.load_tensor("weights.pt")
+    assert all(torch.equal(weights[k], again[k]) for k in weights)
+    assert resumed.result["test"] == clean.result["test"]
+    # a one-episode method refuses batches of several episodes
+    bad = _run_spec()
+    bad.method, bad.method_options = "pn", {}
+    with pytest.raises(ValueError, match="episodes_per_batch"):
+        run_spec(bad, RunStore(tmp_path / "bad"), progress=False)
