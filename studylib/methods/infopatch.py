@@ -50,6 +50,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from studylib.data.samplers import Batch
+from studylib.evaluation.classifiers import register_classifier
 from studylib.methods import register_method
 from studylib.methods.base import Method
 
@@ -396,3 +397,17 @@ def build_infopatch(backbone: nn.Module, augment: Callable[[Tensor], Tensor], nu
                     train_labels: Tensor | None = None, **params: Any) -> InfoPatchMethod:
     """InfoPatch (seed 004); ``num_classes`` and ``train_labels`` come from the runner's context."""
     return InfoPatchMethod(backbone, augment, num_classes=num_classes, train_labels=train_labels, **params)
+
+
+def cosine_prototype(support: Tensor, query: Tensor) -> Tensor:
+    """InfoPatch's evaluation (the code's ``forward_test``): cosine similarity of each pooled query feature to
+    the mean of its class's pooled support features, both L2-normalised (no centring).
+
+    ``support [E, w, n, D]``, ``query [E, Q, D]`` -> ``[E, Q, w]`` (the classifier protocol of
+    :mod:`studylib.evaluation.classifiers`; the scale of 7 does not change the argmax and is left out).
+    """
+    protos = F.normalize(support.mean(2), dim=-1, eps=1e-12)
+    return torch.einsum("eqd,ewd->eqw", F.normalize(query, dim=-1, eps=1e-12), protos)
+
+
+register_classifier("cosine_prototype", cosine_prototype)

@@ -64,7 +64,8 @@ class TrainConfig:
     with support/query roles), ``fixed`` (the same composition, no roles), ``shuffled`` (every image once
     per epoch, ``batch_size``) and ``replacement`` (independent batches). ``batches_per_epoch`` defaults to
     ``len(train) // batch_size`` so every sampler sees the same number of images per epoch.
-    ``milestones`` are fractions of the total number of steps (seed 000: x0.1 at 70%).
+    ``milestones`` are fractions of the total number of steps (seed 000: x0.1 at 70%); each multiplies the rate
+    by ``gamma``, or by its own factor ``gammas[i]`` when given (InfoPatch's code: x0.06, x0.2, x0.2).
     ``patience`` turns on early stopping (seed 002, Appendix A): training stops after that many validations
     without a new best ``val_acc`` and ends with the best validation weights. It needs a ``validate`` callback.
     ``max_steps`` ends training after that many optimiser steps (the check scale's cut of a paper
@@ -92,6 +93,7 @@ class TrainConfig:
     schedule: str = "step"
     milestones: list[float] = field(default_factory=lambda: [0.7])
     gamma: float = 0.1
+    gammas: list[float] | None = None  # one factor per milestone (InfoPatch's table: 0.1 -> 0.006 -> 0.0012 ...)
     warmup_steps: int = 0
     grad_clip: float | None = None
     amp: bool = True
@@ -123,6 +125,10 @@ class TrainConfig:
             raise ValueError(f"patience must be >= 1 validations (or None for no early stopping), got {self.patience}")
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr must be a positive finite number, got {self.lr}")
+        if self.gammas is not None and (len(self.gammas) != len(self.milestones)
+                                        or not all(math.isfinite(g) and g > 0 for g in self.gammas)):
+            raise ValueError(f"gammas={self.gammas} needs one positive factor per milestone ({len(self.milestones)}: "
+                             f"{self.milestones}), or None for the constant gamma={self.gamma}")
         for name in ("checkpoint_every", "val_every", "log_every"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -181,6 +187,8 @@ def lr_factor(cfg: TrainConfig, step: int, total: int) -> float:
     if cfg.schedule == "cosine":
         return 0.5 * (1.0 + math.cos(math.pi * min(step, total) / max(total, 1)))
     passed = sum(step >= int(round(m * total)) for m in cfg.milestones)
+    if cfg.gammas is not None:  # milestone i multiplies the rate by gammas[i] (milestones in increasing order)
+        return math.prod(g for m, g in sorted(zip(cfg.milestones, cfg.gammas)) if step >= int(round(m * total)))
     return cfg.gamma ** passed
 
 
@@ -604,7 +612,7 @@ def config_dict(cfg: TrainConfig) -> dict[str, Any]:
     d = asdict(cfg)
     for name in ("progress", "checkpoint_every", "log_every", "scale", "compile"):
         d.pop(name)
-    for key in ("patience", "max_steps"):  # added later: leaving them out when off keeps earlier runs' hashes
+    for key in ("patience", "max_steps", "gammas"):  # added later: leaving them out when off keeps earlier runs' hashes
         if d[key] is None:
             d.pop(key)
     if d["episodes_per_batch"] == 1:  # likewise

@@ -381,3 +381,27 @@ def test_runner_trains_infopatch_on_batches_of_episodes_and_resumes_exactly(tmp_
     bad.method, bad.method_options = "pn", {}
     with pytest.raises(ValueError, match="episodes_per_batch"):
         run_spec(bad, RunStore(tmp_path / "bad"), progress=False)
+
+
+def test_per_milestone_lr_factors_give_the_codes_table() -> None:
+    from studylib.training.loop import TrainConfig, config_dict, lr_factor
+    cfg = TrainConfig(epochs=90, milestones=[60 / 90, 70 / 90, 80 / 90], gammas=[0.06, 0.2, 0.2])
+    total = 90 * 1200
+    lrs = [0.1 * lr_factor(cfg, e * 1200, total) for e in (0, 59, 60, 69, 70, 79, 80, 89)]
+    assert lrs == pytest.approx([0.1, 0.1, 0.006, 0.006, 0.0012, 0.0012, 0.00024, 0.00024])
+    assert "gammas" not in config_dict(TrainConfig())  # earlier runs keep their hashes
+    with pytest.raises(ValueError, match="gammas"):
+        TrainConfig(milestones=[0.5], gammas=[0.1, 0.1]).check()
+
+
+def test_cosine_prototype_classifier() -> None:
+    from studylib.evaluation import get_classifier
+    _, clf = get_classifier("cosine_prototype")
+    s = torch.randn(2, 3, 4, 5, dtype=torch.float64)
+    q = torch.randn(2, 6, 5, dtype=torch.float64)
+    scores = clf(s, q)
+    for e in range(2):
+        for i in range(6):
+            for c in range(3):
+                ref = F.cosine_similarity(q[e, i], s[e, c].mean(0), dim=0)
+                assert float(scores[e, i, c]) == pytest.approx(float(ref), rel=1e-12)
