@@ -35,6 +35,9 @@ class Batch:
         support: ``[B]`` bool, True for support images of an episode; None when the batch has no roles.
         ways, shots, queries: the episode shape when the batch is episodic (class-major order: for each of
             the ``ways`` classes, ``shots`` support images then ``queries`` query images).
+        episodes: how many episodes of that shape are concatenated in the batch (InfoPatch trains on 4 per
+            batch); ``labels`` and ``support`` repeat per episode. Only methods with ``multi_episode = True``
+            accept more than one (the training loop checks).
     """
 
     indices: torch.Tensor
@@ -43,6 +46,7 @@ class Batch:
     ways: int | None = None
     shots: int | None = None
     queries: int | None = None
+    episodes: int = 1
 
     def __len__(self) -> int:
         return int(self.indices.numel())
@@ -137,11 +141,18 @@ class EpisodicSampler:
     per epoch; an episode takes the next ``shots+queries`` images of ``ways`` classes chosen among those with
     enough left, so no image appears twice in an epoch; the epoch ends after ``episodes_per_epoch`` episodes
     or when fewer than ``ways`` classes have enough images left.
+
+    ``episodes_per_batch = E > 1`` concatenates ``E`` consecutive episodes into one :class:`Batch`
+    (``Batch.episodes = E``); ``episodes_per_epoch`` then counts batches, so an epoch draws ``E`` times as many
+    episodes (with ``E = 1`` the draws are exactly those of a one-episode sampler).
     """
 
     def __init__(self, labels: torch.Tensor, ways: int, shots: int, queries: int, episodes_per_epoch: int,
                  replacement: bool = True, seed: int = 0, roles: bool = True, what: str = "split",
-                 class_names: Sequence[str] | None = None) -> None:
+                 class_names: Sequence[str] | None = None, episodes_per_batch: int = 1) -> None:
+        if episodes_per_batch < 1:
+            raise DataError(f"episodes_per_batch must be >= 1, got {episodes_per_batch}")
+        self.episodes_per_batch = episodes_per_batch
         self.classes = ClassTable(labels)
         check_episode(ways, shots, queries, self.classes.counts, what, class_names, roles)
         self.ways, self.shots, self.queries = ways, shots, queries
@@ -153,7 +164,7 @@ class EpisodicSampler:
 
     @property
     def batch_size(self) -> int:
-        return self.ways * (self.shots + self.queries)
+        return self.ways * (self.shots + self.queries) * self.episodes_per_batch
 
     def __len__(self) -> int:
         return self.episodes_per_epoch
@@ -164,12 +175,26 @@ class EpisodicSampler:
         return Batch(idx.reshape(-1), self.labels, None, self.ways, None, None)
 
     def epoch(self, epoch: int) -> list[Batch]:
+        e = self.episodes_per_batch
+        episodes = self._episodes(epoch, self.episodes_per_epoch * e)
+        if e == 1:
+            return episodes
+        out = []
+        for i in range(len(episodes) // e):  # without replacement an epoch may end early: whole batches only
+            group = episodes[i * e:(i + 1) * e]
+            first = group[0]
+            out.append(Batch(torch.cat([b.indices for b in group]), first.labels.repeat(e),
+                             first.support.repeat(e) if first.support is not None else None,
+                             first.ways, first.shots, first.queries, episodes=e))
+        return out
+
+    def _episodes(self, epoch: int, count: int) -> list[Batch]:
         gen = _epoch_generator(self.seed, epoch)
         present = torch.nonzero(self.classes.counts > 0).squeeze(1)
         per = self.shots + self.queries
         out: list[Batch] = []
         if self.replacement:
-            for _ in range(self.episodes_per_epoch):
+            for _ in range(count):
                 cls = present[torch.randperm(len(present), generator=gen)[: self.ways]]
                 out.append(self._batch(self.classes.draw(cls, per, gen)))
             return out
@@ -177,7 +202,7 @@ class EpisodicSampler:
         queue = self.classes.draw(present, int(self.classes.counts.max()), gen)  # [K, max] shuffled per class
         left = self.classes.counts[present].clone()
         cursor = torch.zeros(len(present), dtype=torch.long)
-        for _ in range(self.episodes_per_epoch):
+        for _ in range(count):
             ok = torch.nonzero(left >= per).squeeze(1)
             if len(ok) < self.ways:
                 break

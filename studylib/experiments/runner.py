@@ -262,11 +262,13 @@ def data_stats(dataset: FewShotDataset) -> dict[str, Any]:
 
 def build_parts(spec: RunSpec, dataset: FewShotDataset) -> tuple[Method, Callable[[torch.Tensor], torch.Tensor]]:
     """The method (backbone, heads, training augmentation) and the evaluation transform of ``spec``."""
-    return build_parts_from(spec, data_stats(dataset))
+    return build_parts_from(spec, data_stats(dataset), train_labels=dataset["train"].labels)
 
 
-def build_parts_from(spec: RunSpec, stats: dict[str, Any]) -> tuple[Method, Callable[[torch.Tensor], torch.Tensor]]:
-    """:func:`build_parts` from :func:`data_stats` (a run's ``inference.json``) instead of the data set."""
+def build_parts_from(spec: RunSpec, stats: dict[str, Any], train_labels: torch.Tensor | None = None
+                     ) -> tuple[Method, Callable[[torch.Tensor], torch.Tensor]]:
+    """:func:`build_parts` from :func:`data_stats` (a run's ``inference.json``) instead of the data set
+    (``train_labels``: the training split's labels, for methods that train on base classes per image)."""
     from studylib.data.augment import build_augment, eval_transform
     from studylib.methods import build_method
     from studylib.models import build_backbone
@@ -277,6 +279,8 @@ def build_parts_from(spec: RunSpec, stats: dict[str, Any]) -> tuple[Method, Call
     augment = build_augment(spec.augment, size=size, mean=mean, std=std, **spec.augment_options)
     # Context a method may need besides its own options (CE's classifier size, BECLR's second augmentation).
     context = {"num_classes": int(stats["num_classes"]), "size": size, "mean": mean, "std": std}
+    if train_labels is not None:
+        context["train_labels"] = train_labels  # InfoPatch's global loss: the base class of every image
     method = build_method(spec.method, backbone=backbone, augment=augment,
                           **_accepted(spec.method, context), **spec.method_options)
 

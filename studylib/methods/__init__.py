@@ -47,3 +47,4 @@ from studylib.methods import episodes as _episodes  # noqa: E402,F401
 from studylib.methods import beclr as _beclr  # noqa: E402,F401
 from studylib.methods import spe as _spe  # noqa: E402,F401
 from studylib.methods import set2model as _set2model  # noqa: E402,F401
+from studylib.methods import infopatch as _infopatch  # noqa: E402,F401

@@ -23,6 +23,7 @@ class Method(nn.Module):
     """
 
     uses_labels: bool = True
+    multi_episode: bool = False  # accepts batches of several concatenated episodes (Batch.episodes > 1)
 
     def loss(self, images: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, dict[str, float | torch.Tensor]]:
         """Loss of one batch.

@@ -21,6 +21,9 @@ Architectures (facts from the authors' code, see ``shared/PAPER-NOTES.md``):
   (as in their code), so an 84x84 input gives an 11x11 map and a 32x32 input a 4x4 map.
 * :class:`ResNet12` -- the MetaOptNet / FEAT / InfoPatch ResNet-12: 3 convs per block with BN and
   LeakyReLU(0.1), 1x1 conv-BN shortcut, a 2x2 max-pool after each block and DropBlock in blocks 3-4.
+  :func:`resnet12_infopatch` (registry name ``"resnet12_infopatch"``) is its InfoPatch configuration:
+  64-128-256-512, no pool after block 4 (84 px -> 11x11x512 map), dropout in blocks 1-2, a DropBlock keep
+  rate ramped by a counter kept in the model's state.
 * :class:`TorchvisionResNet` -- torchvision's ResNet-18/50 with the classifier removed (BECLR).
 """
 
@@ -215,10 +218,12 @@ class DropBlock(nn.Module):
     blocks by a stride-1 max-pool, and the kept activations are rescaled by ``numel / kept``. The mask is
     shared across channels (as in MetaOptNet / FEAT). Written here because torchvision's ``drop_block2d``
     draws the mask per channel and has no per-run schedule hook; ``drop_rate`` is a plain attribute that a
-    training loop may ramp (MetaOptNet ramps it linearly over the first epochs).
+    training loop may ramp (MetaOptNet ramps it linearly over the first epochs; :class:`ResNet12` with
+    ``drop_ramp_steps`` does it itself, from a counter in its state). ``per_channel=True`` draws one mask per
+    channel instead, as InfoPatch's code (seed 004, ``resnet.py``) does.
     """
 
-    def __init__(self, block_size: int = 5, drop_rate: float = 0.1) -> None:
+    def __init__(self, block_size: int = 5, drop_rate: float = 0.1, per_channel: bool = False) -> None:
         super().__init__()
         if block_size < 1:
             raise ValueError(f"DropBlock: block_size must be >= 1, got {block_size}")
@@ -226,18 +231,19 @@ class DropBlock(nn.Module):
             raise ValueError(f"DropBlock: drop_rate must lie in [0, 1), got {drop_rate}")
         self.block_size = block_size
         self.drop_rate = drop_rate
+        self.per_channel = per_channel
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.drop_rate <= 0.0:
             return x
-        b, _, h, w = x.shape
+        b, c, h, w = x.shape
         bs = min(self.block_size, h, w)
         vh, vw = h - bs + 1, w - bs + 1
         gamma = self.drop_rate / (bs * bs) * (h * w) / (vh * vw)
-        centres = (torch.rand(b, 1, vh, vw, device=x.device) < gamma).to(x.dtype)
+        centres = (torch.rand(b, c if self.per_channel else 1, vh, vw, device=x.device) < gamma).to(x.dtype)
         # Pad so that a centre at (i, j) of the valid grid covers rows i..i+bs-1, then dilate by max-pool.
         centres = F.pad(centres, (bs - 1, bs - 1, bs - 1, bs - 1))
-        block = F.max_pool2d(centres, kernel_size=bs, stride=1)  # [B, 1, h, w]
+        block = F.max_pool2d(centres, kernel_size=bs, stride=1)  # [B, 1 or C, h, w]
         keep = 1.0 - block
         scale = keep.numel() / keep.sum().clamp_min(1.0)
         return x * keep * scale
@@ -279,10 +285,18 @@ class ResNet12(nn.Module):
         pool_last: max-pool after the fourth block too (84 px -> 5x5 map). InfoPatch: ``False``.
         ceil_mode: max-pool rounding. ``None`` (default) picks ceil when ``pool_last=False`` so that
             84 px -> 42 -> 21 -> 11, InfoPatch's 11x11 map, and floor otherwise (MetaOptNet's 5x5).
-        drop_rate: DropBlock rate (0 disables it).
+        drop_rate: DropBlock rate (0 disables it); with ``drop_ramp_steps`` the final rate of the ramp.
         block_size: DropBlock block size.
-        early_dropout: MetaOptNet/FEAT also apply plain dropout of ``drop_rate`` after blocks 1-2; off by
-            default (the seeds name only DropBlock).
+        early_dropout: MetaOptNet/FEAT/InfoPatch code also apply plain dropout of ``drop_rate`` after blocks 1-2;
+            off by default (the seeds' papers name only DropBlock).
+        drop_ramp_steps: ``None``: the DropBlock rate is the constant ``drop_rate`` (or whatever
+            :meth:`set_drop_rate` set). An integer ``R``: the keep rate is ramped linearly,
+            ``keep(t) = max(1 - drop_rate * t / R, 1 - drop_rate)`` at the ``t``-th training forward (``t``
+            starts at 1, as the code's counter is incremented before use; InfoPatch / FEAT code: ``R = 20*2000``).
+            The counter ``t`` is the buffer ``drop_step``: it is in the ``state_dict`` (saved and resumed with the
+            weights) and only forwards in training mode advance it. (The authors' counter is a Python int that
+            also advances on evaluation forwards and is lost on a restart.)
+        drop_block_per_channel: one DropBlock mask per channel (InfoPatch's code) instead of one per image.
     """
 
     def __init__(
@@ -294,15 +308,19 @@ class ResNet12(nn.Module):
         drop_rate: float = 0.1,
         block_size: int = 5,
         early_dropout: bool = False,
+        drop_ramp_steps: int | None = None,
+        drop_block_per_channel: bool = False,
     ) -> None:
         super().__init__()
         if len(widths) != 4:
             raise ValueError(f"ResNet12: widths needs 4 entries, got {widths}")
+        if drop_ramp_steps is not None and drop_ramp_steps < 1:
+            raise ValueError(f"ResNet12: drop_ramp_steps must be >= 1 forwards (or None: no ramp), got {drop_ramp_steps}")
         ceil = (not pool_last) if ceil_mode is None else ceil_mode
         blocks: list[nn.Module] = []
         prev = in_channels
         for i, w in enumerate(widths):
-            db = DropBlock(block_size, drop_rate) if (i >= 2 and drop_rate > 0) else None
+            db = DropBlock(block_size, drop_rate, per_channel=drop_block_per_channel) if (i >= 2 and drop_rate > 0) else None
             blocks.append(ResNet12Block(prev, w, pool=(i < 3 or pool_last), ceil_mode=ceil, drop_block=db))
             if i < 2 and early_dropout and drop_rate > 0:
                 blocks.append(nn.Dropout(drop_rate))
@@ -310,6 +328,12 @@ class ResNet12(nn.Module):
         self.blocks = nn.Sequential(*blocks)
         self.out_dim = int(widths[-1])
         self.map_channels = self.out_dim
+        self.drop_rate = float(drop_rate)
+        self.drop_ramp_steps = drop_ramp_steps
+        if drop_ramp_steps is not None:
+            # Training forwards seen so far (the DropBlock schedule's clock; saved with the weights). Only models
+            # with a ramp have it, so the state dicts of existing constant-rate ResNet-12 runs are unchanged.
+            self.register_buffer("drop_step", torch.zeros((), dtype=torch.long))
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="leaky_relu", a=0.1)
@@ -318,18 +342,44 @@ class ResNet12(nn.Module):
                 nn.init.zeros_(m.bias)
 
     def set_drop_rate(self, rate: float) -> None:
-        """Set the DropBlock rate of blocks 3-4 (for a linear ramp-up schedule)."""
+        """Set the DropBlock rate of blocks 3-4 (for a schedule run by the training loop; with
+        ``drop_ramp_steps`` the model's own ramp overrides it at the next training forward)."""
         for m in self.modules():
             if isinstance(m, DropBlock):
                 m.drop_rate = float(rate)
 
+    def keep_rate(self, step: int | None = None) -> float:
+        """DropBlock keep rate at training forward ``step`` (default: the current ``drop_step``)."""
+        if self.drop_ramp_steps is None:
+            return 1.0 - self.drop_rate
+        t = int(self.drop_step) if step is None else int(step)
+        return max(1.0 - self.drop_rate * t / self.drop_ramp_steps, 1.0 - self.drop_rate)
+
     def feature_map(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, C, 84, 84] -> [B, widths[-1], 5, 5]`` (``pool_last``) or ``[..., 11, 11]`` (InfoPatch)."""
+        if self.training and self.drop_ramp_steps is not None:
+            self.drop_step += 1
+            self.set_drop_rate(1.0 - self.keep_rate())
         return self.blocks(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, C, H, W] -> [B, out_dim]`` by global average pooling."""
         return self.feature_map(x).mean(dim=(2, 3))
+
+
+def resnet12_infopatch(in_channels: int = 3, **kwargs) -> ResNet12:
+    """InfoPatch's ResNet-12 (seed 004, the authors' ``resnet.py``) as a spatial-map backbone.
+
+    64-128-256-512, 3 convs per block, LeakyReLU(0.1), max-pool (ceil mode) after blocks 1-3 only, so 84 px
+    gives an 11x11x512 map (32 px: 4x4); DropBlock (block 5, rate 0.1, one mask per channel) in blocks 3-4 with
+    the keep rate ramped linearly over ``20 * 2000`` training forwards; plain dropout 0.1 after blocks 1-2
+    (``early_dropout``, the code's, on by default). ``forward`` pools the map (what the evaluation uses);
+    ``feature_map`` is what the InfoPatch losses use. Any :class:`ResNet12` argument can be overridden.
+    """
+    opts: dict = {"widths": (64, 128, 256, 512), "pool_last": False, "drop_rate": 0.1, "block_size": 5,
+                  "early_dropout": True, "drop_ramp_steps": 20 * 2000, "drop_block_per_channel": True}
+    opts.update(kwargs)
+    return ResNet12(in_channels=in_channels, **opts)
 
 
 # ---------------------------------------------------------------------------------------- torchvision ResNets

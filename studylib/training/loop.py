@@ -65,7 +65,8 @@ class TrainConfig:
     with support/query roles), ``fixed`` (the same composition, no roles), ``shuffled`` (every image once
     per epoch, ``batch_size``) and ``replacement`` (independent batches). ``batches_per_epoch`` defaults to
     ``len(train) // batch_size`` so every sampler sees the same number of images per epoch.
-    ``milestones`` are fractions of the total number of steps (seed 000: x0.1 at 70%).
+    ``milestones`` are fractions of the total number of steps (seed 000: x0.1 at 70%); each multiplies the rate
+    by ``gamma``, or by its own factor ``gammas[i]`` when given (InfoPatch's code: x0.06, x0.2, x0.2).
     ``patience`` turns on early stopping (seed 002, Appendix A): training stops after that many validations
     without a new best ``val_acc`` and ends with the best validation weights. It needs a ``validate`` callback.
     ``max_steps`` ends training after that many optimiser steps (the check scale's cut of a paper
@@ -78,6 +79,7 @@ class TrainConfig:
 
     epochs: int = 10
     sampler: str = "shuffled"
+    episodes_per_batch: int = 1
     batch_size: int = 128
     ways: int = 5
     shots: int = 1
@@ -92,6 +94,7 @@ class TrainConfig:
     schedule: str = "step"
     milestones: list[float] = field(default_factory=lambda: [0.7])
     gamma: float = 0.1
+    gammas: list[float] | None = None  # one factor per milestone (InfoPatch's table: 0.1 -> 0.006 -> 0.0012 ...)
     warmup_steps: int = 0
     grad_clip: float | None = None
     amp: bool = True
@@ -114,12 +117,19 @@ class TrainConfig:
                 raise ValueError(f"{name}={value!r} is not known; allowed: {', '.join(allowed)}")
         if self.epochs < 1:
             raise ValueError(f"epochs must be >= 1, got {self.epochs}")
+        if self.episodes_per_batch < 1 or (self.episodes_per_batch > 1 and self.sampler != "episodic"):
+            raise ValueError(f"episodes_per_batch={self.episodes_per_batch} needs to be >= 1, and more than 1 only "
+                             f"with sampler='episodic' (got sampler={self.sampler!r})")
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"max_steps must be >= 1 (or None for the whole schedule), got {self.max_steps}")
         if self.patience is not None and self.patience < 1:
             raise ValueError(f"patience must be >= 1 validations (or None for no early stopping), got {self.patience}")
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr must be a positive finite number, got {self.lr}")
+        if self.gammas is not None and (len(self.gammas) != len(self.milestones)
+                                        or not all(math.isfinite(g) and g > 0 for g in self.gammas)):
+            raise ValueError(f"gammas={self.gammas} needs one positive factor per milestone ({len(self.milestones)}: "
+                             f"{self.milestones}), or None for the constant gamma={self.gamma}")
         for name in ("checkpoint_every", "val_every", "log_every"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -128,7 +138,7 @@ class TrainConfig:
     @property
     def images_per_batch(self) -> int:
         if self.sampler == "episodic":
-            return self.ways * (self.shots + self.queries)
+            return self.ways * (self.shots + self.queries) * self.episodes_per_batch
         if self.sampler == "fixed":
             return self.ways * self.shots
         return self.batch_size
@@ -143,7 +153,7 @@ def build_sampler(cfg: TrainConfig, split: ImageSplit, labels_needed: bool) -> S
     per_epoch = cfg.batches_per_epoch or max(1, len(split) // cfg.images_per_batch)
     if cfg.sampler == "episodic":
         return EpisodicSampler(split.labels, cfg.ways, cfg.shots, cfg.queries, per_epoch, cfg.replacement,
-                               cfg.seed, what=f"training split {split.name}")
+                               cfg.seed, what=f"training split {split.name}", episodes_per_batch=cfg.episodes_per_batch)
     if cfg.sampler == "fixed":
         return FixedCompositionSampler(split.labels, cfg.ways, cfg.shots, per_epoch, cfg.replacement, cfg.seed,
                                        what=f"training split {split.name}")
@@ -178,6 +188,8 @@ def lr_factor(cfg: TrainConfig, step: int, total: int) -> float:
     if cfg.schedule == "cosine":
         return 0.5 * (1.0 + math.cos(math.pi * min(step, total) / max(total, 1)))
     passed = sum(step >= int(round(m * total)) for m in cfg.milestones)
+    if cfg.gammas is not None:  # milestone i multiplies the rate by gammas[i] (milestones in increasing order)
+        return math.prod(g for m, g in sorted(zip(cfg.milestones, cfg.gammas)) if step >= int(round(m * total)))
     return cfg.gamma ** passed
 
 
@@ -284,6 +296,10 @@ def train(method: Method, train_split: ImageSplit, cfg: TrainConfig, run: Run,
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
     random.seed(cfg.seed)
+    if cfg.episodes_per_batch > 1 and not getattr(method, "multi_episode", False):
+        raise ValueError(f"episodes_per_batch={cfg.episodes_per_batch}: {type(method).__name__} trains on one episode "
+                         f"per batch; set episodes_per_batch=1 (only methods with multi_episode=True, e.g. "
+                         f"'infopatch', take several)")
     sampler = build_sampler(cfg, train_split, labels_needed=method.uses_labels)
     method.to(device)
     on_gpu = device.type == "cuda"
@@ -588,7 +604,7 @@ def _to_device(batch: Batch, device: torch.device) -> Batch:
     return Batch(batch.indices.to(device),
                  batch.labels.to(device) if batch.labels is not None else None,
                  batch.support.to(device) if batch.support is not None else None,
-                 batch.ways, batch.shots, batch.queries)
+                 batch.ways, batch.shots, batch.queries, batch.episodes)
 
 
 def config_dict(cfg: TrainConfig) -> dict[str, Any]:
@@ -596,7 +612,9 @@ def config_dict(cfg: TrainConfig) -> dict[str, Any]:
     d = asdict(cfg)
     for name in ("progress", "checkpoint_every", "log_every", "scale", "compile"):
         d.pop(name)
-    for key in ("patience", "max_steps"):  # added later: leaving them out when off keeps earlier runs' hashes
+    for key in ("patience", "max_steps", "gammas"):  # added later: leaving them out when off keeps earlier runs' hashes
         if d[key] is None:
             d.pop(key)
+    if d["episodes_per_batch"] == 1:  # likewise
+        d.pop("episodes_per_batch")
     return d

@@ -167,7 +167,7 @@ def test_torchvision_resnet_matches_torchvision() -> None:
 
 
 def test_registry() -> None:
-    assert set(BACKBONES) == {"conv4", "resnet12_basic", "resnet12", "resnet18", "resnet50"}
+    assert set(BACKBONES) == {"conv4", "resnet12_basic", "resnet12", "resnet12_infopatch", "resnet18", "resnet50"}
     with pytest.raises(ValueError, match="resnet12_basic"):
         build_backbone("wide_resnet")
     m = build_backbone("conv4", in_channels=1)

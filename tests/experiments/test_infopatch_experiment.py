@@ -1,0 +1,57 @@
+"""Notebook 13_infopatch's experiment module: ablation rows, run specs, static claims, formulas (no training)."""
+
+from __future__ import annotations
+
+import pytest
+
+import studylib.experiments.infopatch as mod
+from studylib.training.loop import lr_factor
+
+
+def test_rows_add_one_component_each() -> None:
+    p = mod.Params()
+    opts = [mod.method_options(p, r) for r, _ in mod.ROWS]
+    assert [o["local_weight"] for o in opts] == [0.0, 0.5, 0.5, 0.5, 0.5]
+    assert [o["patches"] for o in opts] == [False, False, True, True, True]
+    assert [o["patchmix"] for o in opts] == [False, False, False, True, True]
+    assert [o["block"] for o in opts] == ["none", "none", "none", "none", "code"]
+    assert all(o["box"] == "episode" and o["scale"] == 7.0 for o in opts)  # the code's PatchMix by default
+    with pytest.raises(ValueError, match="ablation row"):
+        mod.method_options(p, "mixup")
+
+
+def test_spec_selects_on_validation_and_uses_the_codes_schedule() -> None:
+    p = mod.Params()
+    spec = mod.spec_for(p, "block", 0)
+    t = spec.train
+    assert spec.backbone == "resnet12_infopatch" and spec.method == "infopatch"
+    assert t.sampler == "episodic" and t.episodes_per_batch == 2 and t.nesterov
+    assert t.patience == p.epochs  # best validation epoch kept; never stops early
+    assert spec.eval.classifiers == ["cosine_prototype"] and not spec.eval.cl2n and spec.eval.split == "test"
+    total = 90 * 1200
+    paper = mod.TrainConfig(milestones=list(p.lr_milestones), gammas=list(p.lr_factors))
+    lrs = [0.1 * lr_factor(paper, e * 1200, total) for e in (59, 60, 70, 80)]
+    assert lrs == pytest.approx([0.1, 0.006, 0.0012, 0.00024])
+    # no validation: keep the last epoch (no patience)
+    p.val_episodes = 0
+    assert mod.spec_for(p, "block", 0).train.patience is None
+    # the synthfs size reaches the data spec
+    assert spec.data.options["instances"] == 30
+
+
+def test_static_claims_and_formulas() -> None:
+    p = mod.Params()
+    table = mod.claims(p)
+    ids = [c.id for c in table]
+    assert ids[:2] == ["ablation-infonce-1shot", "ablation-infonce-5shot"] and len(ids) == 10
+    assert not table["level-1shot"].applies and "67.67" in table["level-1shot"].paper
+    assert "82.44" in table["level-5shot"].paper
+    p2 = mod.Params(scale="paper", data="mini_imagenet", data_root="x", image_size=84, widths=[64, 128, 256, 512])
+    assert mod.claims(p2)["level-5shot"].applies
+    assert mod.map_side(84) == 11 and mod.map_side(32) == 4
+    text = mod.grid_text(84, (10, 50, 30, 84))
+    assert "cells rows 1:7, cols 4:11" in text
+    p.rows = ["ce", "block"]
+    assert mod.steps(p) == [("ce", "block")]
+    with pytest.raises(ValueError, match="lr_factors"):
+        mod.Params(lr_factors=[0.1]).check()
