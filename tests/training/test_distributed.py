@@ -66,7 +66,7 @@ def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
 
 
 def _one_run(store: Path) -> Path:
-    dirs = [p for p in store.iterdir() if p.is_dir()]
+    dirs = [p for p in store.iterdir() if p.is_dir() and not p.name.startswith(".")]  # .locks: run locks
     assert len(dirs) == 1, dirs
     return dirs[0]
 
