@@ -41,9 +41,9 @@ LABELS = {"dyce": "DyCE", "fifo": "DyCE-FIFO", "kmeans": "DyCE-kMeans"}
 @dataclass
 class Params(BeclrParams):
     """Parameters of ``notebooks/07_dyce_memory_umap.ipynb`` (``params/07_dyce_memory_umap/*.yaml``); the
-    defaults are the smoke scale: notebook 06's pretraining, two seeds per memory variant (six runs)."""
+    defaults are the smoke scale: notebook 06's pretraining, three seeds per memory variant (nine runs)."""
 
-    seeds: list[int] = param([0, 1], help="training seeds, one pretraining per memory variant and seed (the DyCE "
+    seeds: list[int] = param([0, 1, 2], help="training seeds, one pretraining per memory variant and seed (the DyCE "
                                           "runs are notebook 06's)", cut=True)
     variants: list[str] = param(["dyce", "fifo", "kmeans"], choices=VARIANTS, help="memory configurations")
     umap_partitions: int = param(16, ge=2, cut=True,

@@ -39,9 +39,9 @@ NOTEBOOK = "08_opta_before_after"
 @dataclass
 class Params(BeclrParams):
     """Parameters of ``notebooks/08_opta_before_after.ipynb`` (``params/08_opta_before_after/*.yaml``); the
-    defaults are the smoke scale: notebook 06's pretraining, two seeds per Table 5 row (eight runs)."""
+    defaults are the smoke scale: notebook 06's pretraining, three seeds per Table 5 row (twelve runs)."""
 
-    seeds: list[int] = param([0, 1], help="training seeds, one pretraining per Table 5 row and seed (the full "
+    seeds: list[int] = param([0, 1, 2], help="training seeds, one pretraining per Table 5 row and seed (the full "
                                           "row's runs are notebook 06's)", cut=True)
     episode_ways: int = param(3, ge=2, help="ways of the Fig. 8 episodes")
     episode_shots: int = param(1, ge=1, help="shots of the Fig. 8 episodes")
