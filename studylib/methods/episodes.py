@@ -42,6 +42,10 @@ Choices the paper leaves open (see ``../shared/PAPER-NOTES.md``, section 000):
   (as pytorch-metric-learning's NCALoss; the authors divide by the batch size instead, which only rescales).
 * Distances are computed in float32 (or float64) with autocast disabled, on embeddings centred by their batch
   mean (distances are translation-invariant; centring removes most cancellation of ``|a|² + |b|² - 2a·b``).
+* No host read in a training step (``sync=False``, as :class:`DistanceMethod` calls it): class ids are each
+  label's first position in the batch rather than ``torch.unique``'s dense ids, and the counts and accuracy
+  stay on the device for the loop to read in blocks. Prototypes (``torch.unique``, the present classes) and
+  pair subsampling (``nonzero``) still read sizes back once per step.
 
 Pair accounting. ``positives`` / ``negatives`` count the distinct unordered *image* pairs ``{i, j}`` whose
 distance enters the loss, read off the masks actually applied: an element pair used by a contributing anchor
@@ -98,6 +102,13 @@ class LossOutput:
     negatives: int
     accuracy: float
     anchors: int
+
+    def synced(self) -> "LossOutput":
+        """The same output with its counts and accuracy as Python numbers (one host read each on a GPU)."""
+        def num(v: Any, kind: type) -> Any:
+            return kind(v) if torch.is_tensor(v) else v
+        return LossOutput(self.loss, num(self.positives, int), num(self.negatives, int),
+                          num(self.accuracy, float), num(self.anchors, int))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -197,16 +208,19 @@ def _neighbourhood_loss(elems: Tensor, elem_ids: Tensor, allowed: Tensor, temper
 
     Args:
         elems: ``[E, D]`` float element embeddings (images or prototypes).
-        elem_ids: ``[E]`` int64 dense class ids ``0..K-1``.
+        elem_ids: ``[E]`` int64 class ids in ``0..E-1`` (dense ids, or each class's first position).
         allowed: ``[E, E]`` bool neighbour mask (row = anchor), False on the diagonal.
         temperature: distances are divided by it.
         membership: ``[E, B]`` 0/1 float, images each element is made of; None when elements are the images.
-        image_ids: ``[B]`` dense class ids of the images (for counting).
+        image_ids: ``[B]`` class ids of the images (for counting).
+
+    Counts and accuracy come back as 0-d tensors (no host read); :meth:`LossOutput.synced` converts them.
     """
     centre = elems.mean(0, keepdim=True).detach()
     c = elems - centre
     logits = -squared_distances(c, c) / temperature
     same = elem_ids[:, None] == elem_ids[None, :]
+    e = elems.shape[0]
     pos = allowed & same
     has_pos = pos.any(1)  # anchors that contribute
     row = has_pos[:, None]
@@ -218,15 +232,17 @@ def _neighbourhood_loss(elems: Tensor, elem_ids: Tensor, allowed: Tensor, temper
     lse_pos = torch.logsumexp(safe.masked_fill(~pos_m, neg_inf), dim=1)
     lse_all = torch.logsumexp(safe.masked_fill(~all_m, neg_inf), dim=1)
     per_anchor = (lse_all - lse_pos) * has_pos.to(logits.dtype)
-    n_anchors = int(has_pos.sum())
-    loss = per_anchor.sum() / max(n_anchors, 1)
+    n_anchors = has_pos.sum()
+    loss = per_anchor.sum() / n_anchors.clamp_min(1).to(per_anchor.dtype)
 
     with torch.no_grad():
-        k = int(elem_ids.max()) + 1 if len(elem_ids) else 0
+        # Class columns indexed by the ids themselves (< E when the ids are dense or first-occurrence
+        # positions), so the number of classes is never read back from the device.
         probs = torch.softmax(safe.masked_fill(~all_m, neg_inf), dim=1)
-        onehot = F.one_hot(elem_ids, k).to(probs.dtype)
+        onehot = F.one_hot(elem_ids, max(e, 1)).to(probs.dtype)
         correct = ((probs @ onehot).argmax(1) == elem_ids) & has_pos
-        accuracy = float(correct.sum()) / n_anchors if n_anchors else float("nan")
+        accuracy = torch.where(n_anchors > 0, correct.sum() / n_anchors.clamp_min(1),
+                               torch.full((), float("nan"), device=elems.device))
 
         used = allowed & row
         used = used | used.T
@@ -234,8 +250,8 @@ def _neighbourhood_loss(elems: Tensor, elem_ids: Tensor, allowed: Tensor, temper
             used = (membership.T @ used.to(membership.dtype) @ membership) > 0
         used = torch.triu(used, diagonal=1)
         same_img = image_ids[:, None] == image_ids[None, :]
-        positives = int((used & same_img).sum())
-        negatives = int((used & ~same_img).sum())
+        positives = (used & same_img).sum()
+        negatives = (used & ~same_img).sum()
     return LossOutput(loss, positives, negatives, accuracy, n_anchors)
 
 
@@ -266,7 +282,7 @@ def _float(z: Tensor) -> Tensor:
 def episode_loss(z: Tensor, labels: Tensor, support: Tensor | None = None, kind: str = "nca", *,
                  prototypes: bool | None = None, sq_split: bool | None = None, temperature: float = 1.0,
                  pos_fraction: float = 1.0, neg_fraction: float = 1.0,
-                 generator: torch.Generator | None = None) -> LossOutput:
+                 generator: torch.Generator | None = None, sync: bool = True) -> LossOutput:
     """Every distance loss of seed 000 and its ablations (module docstring has the table).
 
     Args:
@@ -280,6 +296,9 @@ def episode_loss(z: Tensor, labels: Tensor, support: Tensor | None = None, kind:
         temperature: ``T``, distances are divided by it.
         pos_fraction, neg_fraction: pair subsampling (Fig. 3), only with ``prototypes=False``.
         generator: RNG of the subsampling (None: global RNG of ``z``'s device).
+        sync: return the counts and accuracy as Python numbers. ``False`` keeps them 0-d tensors on ``z``'s
+            device so that a training step never waits for the GPU (the loop reads its logs in blocks);
+            without prototypes and without pair subsampling the loss then makes no host read at all.
 
     Returns:
         :class:`LossOutput`.
@@ -302,8 +321,11 @@ def episode_loss(z: Tensor, labels: Tensor, support: Tensor | None = None, kind:
 
     with torch.autocast(device_type=z.device.type, enabled=False):
         z = _float(z)
-        _, ids = torch.unique(labels, return_inverse=True)
         b, dev = z.shape[0], z.device
+        if proto:
+            _, ids = torch.unique(labels, return_inverse=True)  # dense 0..K-1: one prototype per class
+        else:
+            ids = (labels[:, None] == labels[None, :]).to(torch.uint8).argmax(1)  # first position, no host read
         if proto:
             k = int(ids.max()) + 1
             member = (ids[None, :] == torch.arange(k, device=dev)[:, None]) & support[None, :]  # [K, B]
@@ -331,7 +353,8 @@ def episode_loss(z: Tensor, labels: Tensor, support: Tensor | None = None, kind:
             if subsample:
                 same = ids[:, None] == ids[None, :]
                 allowed = subsample_pairs(allowed, same, pos_fraction, neg_fraction, generator)
-        return _neighbourhood_loss(elems, elem_ids, allowed, temperature, membership, ids)
+        out = _neighbourhood_loss(elems, elem_ids, allowed, temperature, membership, ids)
+        return out.synced() if sync else out
 
 
 def pn_loss(z: Tensor, labels: Tensor, support: Tensor, temperature: float = 1.0, *, prototypes: bool = True,
@@ -443,9 +466,9 @@ class DistanceMethod(Method):
         z = self.embed(self.augment(images))
         fp, fn = (self.pos_fraction, self.neg_fraction) if self.training else (1.0, 1.0)
         out = episode_loss(z, batch.labels, batch.support, self.kind, prototypes=self.prototypes,
-                           sq_split=self.sq_split, temperature=self.temperature, pos_fraction=fp, neg_fraction=fn)
-        return out.loss, {"positives": float(out.positives), "negatives": float(out.negatives),
-                          "acc": out.accuracy}
+                           sq_split=self.sq_split, temperature=self.temperature, pos_fraction=fp, neg_fraction=fn,
+                           sync=False)
+        return out.loss, {"positives": out.positives, "negatives": out.negatives, "acc": out.accuracy}
 
 
 class CEMethod(Method):

@@ -452,3 +452,74 @@ def test_bf16_autocast_loss_and_gradient_match_float32(kind):
             assert 0 < out.anchors < len(labels)  # some rows lost every positive at 5%
         torch.testing.assert_close(out.loss, ref.loss, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(grad.float(), g_ref, rtol=1e-2, atol=1e-5)
+
+
+class _NoHostRead:
+    """Make every device-to-host read of a tensor (``int``, ``float``, ``bool``, ``.item``, ``.tolist``) and
+    every op whose output size depends on the data (``unique``, ``nonzero``) raise: on a GPU each one blocks
+    the host until the GPU catches up. A CPU stand-in for CUDA's sync-debug mode, which CI cannot run."""
+
+    NAMES = ("__int__", "__float__", "__bool__", "__index__", "item", "tolist", "nonzero", "unique")
+
+    def __enter__(self):
+        self.saved = {n: getattr(torch.Tensor, n) for n in self.NAMES}
+        self.saved_fns = {n: getattr(torch, n) for n in ("unique", "nonzero")}
+
+        def refuse(name):
+            def f(*a, **k):
+                raise AssertionError(f"host read: Tensor.{name}")
+            return f
+
+        for n in self.NAMES:
+            setattr(torch.Tensor, n, refuse(n))
+        for n in self.saved_fns:
+            setattr(torch, n, refuse(n))
+        return self
+
+    def __exit__(self, *exc):
+        for n, f in self.saved.items():
+            setattr(torch.Tensor, n, f)
+        for n, f in self.saved_fns.items():
+            setattr(torch, n, f)
+
+
+class _FlatBackbone(nn.Module):
+    out_dim = 12
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3 * 4 * 4, self.out_dim)
+
+    def forward(self, x):
+        return self.fc(x.flatten(1))
+
+
+@pytest.mark.parametrize("kind", ["nca", "mn"])
+def test_training_loss_makes_no_host_read(kind):
+    """NCA and MN training steps (no prototypes, no subsampling) never read from the device: the loss, the
+    pair counts and the accuracy stay tensors, and equal the synced values of episode_loss."""
+    g = torch.Generator().manual_seed(3)
+    w, n, m = 4, 2, 3
+    labels = torch.arange(w).repeat_interleave(n + m) * 7 + 2  # sparse label values: ids are not 0..w-1
+    support = torch.tensor(([True] * n + [False] * m) * w)
+    images = torch.rand(len(labels), 3, 4, 4, generator=g)
+    method = DistanceMethod(_FlatBackbone(), lambda x: x, kind=kind, temperature=0.9, projection_dim=5).train()
+    batch = Batch(torch.arange(len(labels)), labels, support, w, n, m)
+    with _NoHostRead():
+        loss, logs = method.loss(images, batch)
+        loss.backward()
+    assert all(torch.is_tensor(v) and v.ndim == 0 for v in logs.values())
+    ref = episode_loss(method.embed(images), labels, support, kind, temperature=0.9)
+    assert loss.item() == pytest.approx(ref.loss.item(), rel=1e-6)
+    assert (logs["positives"].item(), logs["negatives"].item()) == (ref.positives, ref.negatives)
+    assert (ref.positives, ref.negatives) == table1_pairs(w, n, m, kind)
+    assert logs["acc"].item() == pytest.approx(ref.accuracy)
+    assert isinstance(ref.positives, int) and isinstance(ref.accuracy, float)
+
+
+def test_accuracy_is_nan_without_contributing_anchors_in_both_modes():
+    z = torch.randn(4, 3)
+    labels = torch.tensor([0, 1, 2, 3])  # every class once: no anchor has a positive
+    for sync in (True, False):
+        out = episode_loss(z, labels, None, "nca", sync=sync)
+        assert math.isnan(float(out.accuracy)) and int(out.anchors) == 0 and float(out.loss) == 0.0
