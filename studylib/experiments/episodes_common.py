@@ -129,6 +129,8 @@ class Variant:
         prototypes, sq_split: the ablation switches of :class:`~studylib.methods.episodes.DistanceMethod`
             (None: the method's default).
         fraction: pair subsampling (Fig. 3), the same fraction for positives and negatives; 1 = all pairs.
+        reduction: the loss's divisor (:func:`~studylib.methods.episodes.episode_loss`): ``"anchors"`` or
+            ``"batch"`` (the paper's ``1/|B|``).
 
     The episode shape follows from ``b``, ``n`` and ``m + n`` (:func:`episode_shape`); Snell et al.'s
     20-way 5-shot 15-query episodes are ``b = 400, n = 5, m + n = 20``.
@@ -142,6 +144,7 @@ class Variant:
     prototypes: bool | None = None
     sq_split: bool | None = None
     fraction: float = 1.0
+    reduction: str = "anchors"
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -183,12 +186,15 @@ class Variant:
             parts.append(f"mn{self.per_class}")
         if self.fraction < 1.0:
             parts.append(f"f{self.fraction:g}")
+        if self.reduction != "anchors":
+            parts.append(f"per-{self.reduction}")
         return "-".join(parts)
 
 
-def nca(batch_size: int, sampler: str = "shuffled", per_class: int | None = None, fraction: float = 1.0) -> Variant:
+def nca(batch_size: int, sampler: str = "shuffled", per_class: int | None = None, fraction: float = 1.0,
+        reduction: str = "anchors") -> Variant:
     """NCA on shuffled / replacement batches, or on a fixed composition of ``b/per_class`` classes."""
-    return Variant("nca", sampler, batch_size, per_class=per_class, fraction=fraction)
+    return Variant("nca", sampler, batch_size, per_class=per_class, fraction=fraction, reduction=reduction)
 
 
 def episodic(method: str, batch_size: int, shots: int, per_class: int, prototypes: bool | None = None,
@@ -220,6 +226,8 @@ def make_spec(p: Any, v: Variant, seed: int, train_images: int, eval_shots: Sequ
         opts["sq_split"] = v.sq_split
     if v.fraction < 1.0:
         opts["pos_fraction"] = opts["neg_fraction"] = v.fraction
+    if v.reduction != "anchors":
+        opts["reduction"] = v.reduction
     max_images = getattr(p, "train_images", None)  # SweepParams only: every model sees the same images in all
     if max_images is not None and max_images < v.batch_size:
         raise ValueError(f"train_images={max_images} is smaller than the batch of {v.batch_size}; raise "

@@ -6,6 +6,11 @@ placed on the x-axis at the fraction of the batch's pairs their episodes use (Ta
 ``(wmn + w(w-1)mn) / (w C(m+n, 2) + C(w, 2)(m+n)^2)``). The paper finds the PN / MN points close to the
 subsampled-NCA curve: episodes behave like throwing away a random part of the batch's distances.
 
+The NCA loss divides by the batch size, the ``1/|B|`` of the paper's L_NCA and of the authors' code
+(``nca_reduction="batch"``): dividing by the anchors left with a positive, as the other seed-000 notebooks do,
+multiplies the gradient by about ``1/f`` at small fractions, and NCA at lr 0.1 then diverges (the GPU NaN of
+this notebook at f = 0.05; see :mod:`studylib.methods.episodes`).
+
 Every model is trained once per seed of ``p.seeds``; estimates are means over seeds with Student's t interval,
 differences are paired seed by seed on the shared evaluation episodes, and verdicts follow
 :mod:`studylib.evaluation.verdicts`. The NCA curve at an episode's fraction is the linear interpolation between
@@ -27,7 +32,7 @@ from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.episodes_common import (SweepParams, Variant, accuracy, episode_shape, episodic, nca,
                                                   paired, run_variants, train_size)
 from studylib.experiments.runner import Outcome
-from studylib.methods.episodes import table1_pairs
+from studylib.methods.episodes import REDUCTIONS, table1_pairs
 
 NOTEBOOK = "03_pair_subsampling"
 CLASSIFIER = "nearest_centroid"  # Fig. 3 uses the paper's default classifier for every model
@@ -57,6 +62,10 @@ class Params(SweepParams):
     episodes: list[list[int]] = param([[1, 8], [5, 8], [5, 32]], help="PN / MN episode configs [n, m+n]",
                                       cut=True)
     share_one_shot: bool = param(True, help="1-shot PN and MN are the same loss; train it once")
+    nca_reduction: str = param("batch", choices=REDUCTIONS,
+                               help="NCA's divisor: batch (the paper's 1/|B| and the authors' code) or anchors "
+                                    "(the anchors left with a positive; diverges at small fractions, see "
+                                    "studylib.methods.episodes)")
 
     def check(self) -> None:
         super().check()
@@ -69,6 +78,11 @@ class Params(SweepParams):
             episode_shape(self.batch_size, n, per)
 
 
+def nca_variant(p: Params, fraction: float) -> Variant:
+    """The subsampled NCA of the sweep at ``fraction`` (1: plain NCA), with the notebook's loss divisor."""
+    return nca(p.batch_size, fraction=fraction, reduction=p.nca_reduction)
+
+
 def episode_fraction(batch_size: int, shots: int, per_class: int) -> float:
     """Fraction of the pairs of a ``b``-image batch (``w`` classes x ``m+n``) that an episode uses (Table 1)."""
     w, n, m = episode_shape(batch_size, shots, per_class)
@@ -78,7 +92,7 @@ def episode_fraction(batch_size: int, shots: int, per_class: int) -> float:
 
 def variants(p: Params) -> list[tuple[str, Variant]]:
     """``(series, variant)``: ``"NCA"`` per fraction, then ``"PN"`` and ``"MN"`` per episode config."""
-    out: list[tuple[str, Variant]] = [("NCA", nca(p.batch_size, fraction=f)) for f in p.fractions]
+    out: list[tuple[str, Variant]] = [("NCA", nca_variant(p, f)) for f in p.fractions]
     for n, per in p.episodes:
         pn = episodic("pn", p.batch_size, n, per)
         out.append(("PN", pn))
@@ -129,7 +143,7 @@ def curve_gap(p: Params, outcomes: dict[Variant, list[Outcome]], v: Variant) -> 
     """Episodic model ``v`` minus the NCA curve at its fraction, seed by seed (linear interpolation)."""
     shots = v.shots
     fracs = sorted(p.fractions)
-    curve = [accuracy(outcomes[nca(p.batch_size, fraction=f)], CLASSIFIER, shots) for f in fracs]
+    curve = [accuracy(outcomes[nca_variant(p, f)], CLASSIFIER, shots) for f in fracs]
     at = episode_fraction(v.batch_size, v.shots, v.per_class)
     return stats.combine(lambda a, *ys: a - float(np.interp(at, fracs, ys)),
                          accuracy(outcomes[v], CLASSIFIER, shots), *curve)
@@ -176,7 +190,7 @@ def claims(p: Params, outcomes: dict[Variant, list[Outcome]] | None = None) -> C
         return table
     for s in (1, 5):
         table.measure(f"fig3-subsampling-hurts-{s}shot",
-                      paired(outcomes[nca(p.batch_size, fraction=1.0)], outcomes[nca(p.batch_size, fraction=lo)],
+                      paired(outcomes[nca_variant(p, 1.0)], outcomes[nca_variant(p, lo)],
                              CLASSIFIER, s))
     for _, v in models:
         c = table[f"fig3-{v.label}-on-curve"]

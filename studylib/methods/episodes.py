@@ -38,8 +38,13 @@ Choices the paper leaves open (see ``../shared/PAPER-NOTES.md``, section 000):
 * Temperature as the authors' code uses it: distances are divided by ``T`` (miniImageNet T = 0.9,
   CIFAR-FS T = 1). It applies to every kind (the authors' PN/MN use T = 1, the default).
 * An anchor with no positive neighbour (a class seen once in a random batch, or all its positive pairs
-  dropped by subsampling) contributes nothing, and the loss is the mean over the anchors that contribute
-  (as pytorch-metric-learning's NCALoss; the authors divide by the batch size instead, which only rescales).
+  dropped by subsampling) contributes nothing. ``reduction`` sets the divisor: ``"anchors"`` (default) takes
+  the mean over the anchors that contribute (as pytorch-metric-learning's NCALoss); ``"batch"`` divides by all
+  anchors, the ``1/|B|`` of the paper's L_NCA (Sec. 2.2) and of the authors' code. They differ by the share of
+  anchors with a positive, under 2% at miniImageNet's batch of 256 from 64 classes, but under pair subsampling
+  that share is the fraction itself: at f = 0.05 ``"anchors"`` scales the gradient up about 6x over the
+  paper's loss, and NCA at lr 0.1 diverges within a dozen steps (in fp32 and in bf16 alike; this was the NaN
+  of notebook 03 on the GPU). Notebook 03 therefore uses ``"batch"``.
 * Distances are computed in float32 (or float64) with autocast disabled, on embeddings centred by their batch
   mean (distances are translation-invariant; centring removes most cancellation of ``|a|² + |b|² - 2a·b``).
 * No host read in a training step (``sync=False``, as :class:`DistanceMethod` calls it): class ids are each
@@ -81,6 +86,7 @@ from studylib.methods import register_method
 from studylib.methods.base import Method
 
 KINDS = ("nca", "pn", "mn")
+REDUCTIONS = ("anchors", "batch")
 _DEFAULT_SWITCHES: dict[str, tuple[bool, bool]] = {"nca": (False, False), "pn": (True, True), "mn": (False, True)}
 
 
@@ -203,7 +209,7 @@ def subsample_pairs(allowed: Tensor, same: Tensor, pos_fraction: float, neg_frac
 
 
 def _neighbourhood_loss(elems: Tensor, elem_ids: Tensor, allowed: Tensor, temperature: float,
-                        membership: Tensor | None, image_ids: Tensor) -> LossOutput:
+                        membership: Tensor | None, image_ids: Tensor, anchors: Tensor | None = None) -> LossOutput:
     """Masked neighbourhood softmax (module docstring) with log-sum-exp, plus pair counts and accuracy.
 
     Args:
@@ -213,6 +219,8 @@ def _neighbourhood_loss(elems: Tensor, elem_ids: Tensor, allowed: Tensor, temper
         temperature: distances are divided by it.
         membership: ``[E, B]`` 0/1 float, images each element is made of; None when elements are the images.
         image_ids: ``[B]`` class ids of the images (for counting).
+        anchors: ``[E]`` bool, the anchors by role (before subsampling); given, the loss is divided by their
+            number (``reduction="batch"``), else by the anchors that contribute.
 
     Counts and accuracy come back as 0-d tensors (no host read); :meth:`LossOutput.synced` converts them.
     """
@@ -233,7 +241,8 @@ def _neighbourhood_loss(elems: Tensor, elem_ids: Tensor, allowed: Tensor, temper
     lse_all = torch.logsumexp(safe.masked_fill(~all_m, neg_inf), dim=1)
     per_anchor = (lse_all - lse_pos) * has_pos.to(logits.dtype)
     n_anchors = has_pos.sum()
-    loss = per_anchor.sum() / n_anchors.clamp_min(1).to(per_anchor.dtype)
+    divisor = n_anchors if anchors is None else anchors.sum()
+    loss = per_anchor.sum() / divisor.clamp_min(1).to(per_anchor.dtype)
 
     with torch.no_grad():
         # Class columns indexed by the ids themselves (< E when the ids are dense or first-occurrence
@@ -282,7 +291,8 @@ def _float(z: Tensor) -> Tensor:
 def episode_loss(z: Tensor, labels: Tensor, support: Tensor | None = None, kind: str = "nca", *,
                  prototypes: bool | None = None, sq_split: bool | None = None, temperature: float = 1.0,
                  pos_fraction: float = 1.0, neg_fraction: float = 1.0,
-                 generator: torch.Generator | None = None, sync: bool = True) -> LossOutput:
+                 generator: torch.Generator | None = None, reduction: str = "anchors",
+                 sync: bool = True) -> LossOutput:
     """Every distance loss of seed 000 and its ablations (module docstring has the table).
 
     Args:
@@ -296,6 +306,9 @@ def episode_loss(z: Tensor, labels: Tensor, support: Tensor | None = None, kind:
         temperature: ``T``, distances are divided by it.
         pos_fraction, neg_fraction: pair subsampling (Fig. 3), only with ``prototypes=False``.
         generator: RNG of the subsampling (None: global RNG of ``z``'s device).
+        reduction: ``"anchors"``: mean over the anchors that have a positive; ``"batch"``: sum over them divided
+            by the number of anchors by role (every image for NCA, the queries with ``sq_split``): the paper's
+            ``1/|B|`` (module docstring).
         sync: return the counts and accuracy as Python numbers. ``False`` keeps them 0-d tensors on ``z``'s
             device so that a training step never waits for the GPU (the loop reads its logs in blocks);
             without prototypes and without pair subsampling the loss then makes no host read at all.
@@ -312,6 +325,8 @@ def episode_loss(z: Tensor, labels: Tensor, support: Tensor | None = None, kind:
     for name, f in (("pos_fraction", pos_fraction), ("neg_fraction", neg_fraction)):
         if not 0.0 <= f <= 1.0:
             raise ValueError(f"{name} must lie in [0, 1], got {f}")
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"unknown reduction {reduction!r}; allowed: {', '.join(REDUCTIONS)}")
     subsample = pos_fraction < 1.0 or neg_fraction < 1.0
     if subsample and proto:
         raise ValueError("pair subsampling applies to losses on points; set prototypes=False (or fractions to 1)")
@@ -350,10 +365,11 @@ def episode_loss(z: Tensor, labels: Tensor, support: Tensor | None = None, kind:
                 allowed = (~support)[:, None] & support[None, :]
             else:
                 allowed = ~torch.eye(b, dtype=torch.bool, device=dev)
-            if subsample:
-                same = ids[:, None] == ids[None, :]
-                allowed = subsample_pairs(allowed, same, pos_fraction, neg_fraction, generator)
-        out = _neighbourhood_loss(elems, elem_ids, allowed, temperature, membership, ids)
+        roles = allowed.any(1) if reduction == "batch" else None  # before subsampling drops pairs
+        if subsample and not proto:
+            same = ids[:, None] == ids[None, :]
+            allowed = subsample_pairs(allowed, same, pos_fraction, neg_fraction, generator)
+        out = _neighbourhood_loss(elems, elem_ids, allowed, temperature, membership, ids, roles)
         return out.synced() if sync else out
 
 
@@ -431,8 +447,12 @@ class DistanceMethod(Method):
 
     def __init__(self, backbone: nn.Module, augment: Callable[[Tensor], Tensor], kind: str = "nca",
                  temperature: float = 1.0, projection_dim: int | None = None, pos_fraction: float = 1.0,
-                 neg_fraction: float = 1.0, prototypes: bool | None = None, sq_split: bool | None = None) -> None:
+                 neg_fraction: float = 1.0, prototypes: bool | None = None, sq_split: bool | None = None,
+                 reduction: str = "anchors") -> None:
         super().__init__()
+        if reduction not in REDUCTIONS:
+            raise ValueError(f"unknown reduction {reduction!r}; allowed: {', '.join(REDUCTIONS)} (module docstring)")
+        self.reduction = reduction
         if kind not in _DEFAULT_SWITCHES:
             raise ValueError(f"unknown kind {kind!r}; allowed: {', '.join(KINDS)}")
         proto, split = _DEFAULT_SWITCHES[kind]
@@ -467,7 +487,7 @@ class DistanceMethod(Method):
         fp, fn = (self.pos_fraction, self.neg_fraction) if self.training else (1.0, 1.0)
         out = episode_loss(z, batch.labels, batch.support, self.kind, prototypes=self.prototypes,
                            sq_split=self.sq_split, temperature=self.temperature, pos_fraction=fp, neg_fraction=fn,
-                           sync=False)
+                           reduction=self.reduction, sync=False)
         return out.loss, {"positives": out.positives, "negatives": out.negatives, "acc": out.accuracy}
 
 

@@ -13,6 +13,7 @@ from studylib.config import load_params
 from studylib.experiments import ablations, batch_size_sweep, comparison, episodes_pairs, pair_subsampling
 from studylib.experiments.episodes_common import (Variant, episode_shape, episodic, make_spec, nca, overlap, pct,
                                                   pooled)
+from studylib.methods import build_method
 from studylib.methods.episodes import episode_loss, mn_loss, pn_loss
 from studylib.training.loop import build_sampler
 from studylib.data.base import ImageSplit
@@ -78,6 +79,20 @@ def test_spec_options_follow_the_variant():
     b = make_spec(_params(pair_subsampling), episodic("pn", 128, 5, 8), 0, N_TRAIN)
     assert a.name == b.name and a.config() == b.config()
     assert make_spec(p, nca(128), 1, N_TRAIN).config() != make_spec(p, nca(128), 0, N_TRAIN).config()
+
+
+def test_pair_subsampling_trains_nca_with_the_papers_divisor():
+    """Notebook 03's NCA runs divide the loss by |B| (paper Sec. 2.2): the option reaches the method, the run
+    is a different one from the other notebooks' NCA, and the built method uses it."""
+    p = _params(pair_subsampling)
+    assert p.nca_reduction == "batch"
+    s = make_spec(p, pair_subsampling.nca_variant(p, 0.05), 0, N_TRAIN)
+    assert s.method_options["reduction"] == "batch" and s.method_options["pos_fraction"] == 0.05
+    assert "reduction" not in make_spec(p, nca(p.batch_size, fraction=0.05), 0, N_TRAIN).method_options
+    assert s.config() != make_spec(p, nca(p.batch_size, fraction=0.05), 0, N_TRAIN).config()
+    net = torch.nn.Linear(4, 3)
+    net.out_dim = 3
+    assert build_method("nca", net, lambda x: x, **s.method_options).reduction == "batch"
 
 
 def test_variant_validation():

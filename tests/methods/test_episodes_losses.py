@@ -523,3 +523,50 @@ def test_accuracy_is_nan_without_contributing_anchors_in_both_modes():
     for sync in (True, False):
         out = episode_loss(z, labels, None, "nca", sync=sync)
         assert math.isnan(float(out.accuracy)) and int(out.anchors) == 0 and float(out.loss) == 0.0
+
+
+def test_batch_reduction_is_the_papers_formula_under_subsampling():
+    """reduction="batch" is Sec. 2.2's L_NCA, -1/|B| sum_i log(sum_pos exp(-d/T) / sum_all exp(-d/T)), on the
+    pairs subsampling kept (anchors left without a positive add 0), written as a slow float64 loop; the
+    default divides the same sum by the anchors that have a positive."""
+    g = torch.Generator().manual_seed(5)
+    z = torch.randn(14, 3, generator=g, dtype=torch.float64)
+    labels = torch.tensor([0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 4, 4, 4, 5])  # classes 3 and 5 appear once
+    same = labels[:, None] == labels[None, :]
+    allowed = subsample_pairs(~torch.eye(14, dtype=torch.bool), same, 0.4, 0.3, torch.Generator().manual_seed(9))
+    t, total, contributing = 0.9, 0.0, 0
+    for i in range(14):
+        pos = [j for j in range(14) if allowed[i, j] and same[i, j]]
+        if not pos:
+            continue
+        num = sum(math.exp(-float(((z[i] - z[j]) ** 2).sum()) / t) for j in pos)
+        den = sum(math.exp(-float(((z[i] - z[k]) ** 2).sum()) / t) for k in range(14) if allowed[i, k])
+        total -= math.log(num / den)
+        contributing += 1
+    kw = dict(temperature=t, pos_fraction=0.4, neg_fraction=0.3)
+    paper = episode_loss(z, labels, None, "nca", reduction="batch", generator=torch.Generator().manual_seed(9), **kw)
+    mean = episode_loss(z, labels, None, "nca", generator=torch.Generator().manual_seed(9), **kw)
+    assert 0 < contributing < 14
+    assert paper.loss.item() == pytest.approx(total / 14, rel=1e-10)
+    assert mean.loss.item() == pytest.approx(total / contributing, rel=1e-10)
+    assert paper.anchors == mean.anchors == contributing
+
+
+def test_batch_reduction_divides_by_the_queries_of_an_episode():
+    """With support/query roles the anchors are the queries; all have a positive, so both divisors agree."""
+    g = torch.Generator().manual_seed(2)
+    w, n, m = 3, 2, 2
+    z = torch.randn(w * (n + m), 4, generator=g, dtype=torch.float64)
+    labels = torch.arange(w).repeat_interleave(n + m)
+    support = torch.tensor(([True] * n + [False] * m) * w)
+    for kind in ("pn", "mn"):
+        a = episode_loss(z, labels, support, kind)
+        b = episode_loss(z, labels, support, kind, reduction="batch")
+        assert b.loss.item() == pytest.approx(a.loss.item(), rel=1e-12)
+
+
+def test_unknown_reduction_is_refused():
+    with pytest.raises(ValueError, match="reduction"):
+        episode_loss(torch.randn(4, 2), torch.tensor([0, 0, 1, 1]), None, "nca", reduction="mean")
+    with pytest.raises(ValueError, match="reduction"):
+        DistanceMethod(_FlatBackbone(), lambda x: x, kind="nca", reduction="sum")
