@@ -14,7 +14,8 @@ Pieces (all batched over sets, on the inputs' device, the fit and the scores in 
   (dot product with the set mean, Eq. 16) and ``"nn"`` (largest dot product with a set member, Eq. 17).
   Back-propagation through the fit: autograd of the closed form for the Gaussian (Eq. 10); for the GMM,
   EM to convergence without a graph and then ``em_unroll`` EM steps with one (a truncated Neumann series of
-  the implicit gradient of Eq. 13-15; see :mod:`studylib.numerics.gaussian`). Every concept descriptor gets a
+  the implicit gradient of Eq. 13-15), or with ``em_grad="implicit"`` that implicit gradient itself (a
+  batched linear solve; see :mod:`studylib.numerics.gaussian`). Every concept descriptor gets a
   gradient; the authors' fast path that back-propagates only into the first 10 descriptors is not reproduced.
 * :func:`histogram_loss` -- Eq. 5-7 with the conventions as switches (see its docstring; PAPER-NOTES 003).
 * :func:`tuple_scores` -- the training tuples of an episodic batch: for each of its ``ways`` classes, ``X``
@@ -59,7 +60,7 @@ class SetModel:
 
 def fit_sets(sets: torch.Tensor, score: str = "gauss", components: int = 2, var_floor: float = 1e-4,
              em_iters: int = 50, em_tol: float = 1e-5, em_unroll: int = 3,
-             generator: torch.Generator | None = None) -> SetModel:
+             generator: torch.Generator | None = None, em_grad: str = "unrolled") -> SetModel:
     """Fit the model ``score`` names to each of ``sets [B..., N, d]`` (float32 under autocast; see
     :func:`set_scores` for the arguments)."""
     if score not in SCORES:
@@ -70,7 +71,7 @@ def fit_sets(sets: torch.Tensor, score: str = "gauss", components: int = 2, var_
             return SetModel(score, fit_gaussian(sets, var_floor))
         if score == "gmm":
             return SetModel(score, fit_gmm(sets, components, iters=em_iters, tol=em_tol, unroll=em_unroll,
-                                           var_floor=var_floor, generator=generator))
+                                           var_floor=var_floor, generator=generator, grad=em_grad))
         if score == "avg":
             return SetModel(score, sets.mean(-2))
         return SetModel(score, sets)
@@ -93,7 +94,7 @@ def score_sets(model: SetModel, queries: torch.Tensor) -> torch.Tensor:
 
 def set_scores(sets: torch.Tensor, queries: torch.Tensor, score: str = "gauss", components: int = 2,
                var_floor: float = 1e-4, em_iters: int = 50, em_tol: float = 1e-5, em_unroll: int = 3,
-               generator: torch.Generator | None = None) -> torch.Tensor:
+               generator: torch.Generator | None = None, em_grad: str = "unrolled") -> torch.Tensor:
     """Relevance of every query to every set.
 
     Args:
@@ -102,13 +103,15 @@ def set_scores(sets: torch.Tensor, queries: torch.Tensor, score: str = "gauss", 
         score: one of :data:`SCORES` (module docstring).
         components: mixture components for ``"gmm"``.
         var_floor: variance floor of the Gaussian / every mixture component.
-        em_iters, em_tol, em_unroll: EM settings (:func:`studylib.numerics.gaussian.fit_gmm`).
+        em_iters, em_tol, em_unroll, em_grad: EM settings (:func:`studylib.numerics.gaussian.fit_gmm`;
+            ``em_grad="implicit"``: the exact gradient of the fixed point, Eq. 13-15).
         generator: random numbers of the GMM's k-means++ seeding (default: the global RNG).
 
     Returns:
         ``[B..., Q]`` float32 (float64 for float64 inputs); higher = more relevant.
     """
-    return score_sets(fit_sets(sets, score, components, var_floor, em_iters, em_tol, em_unroll, generator), queries)
+    return score_sets(fit_sets(sets, score, components, var_floor, em_iters, em_tol, em_unroll, generator, em_grad),
+                      queries)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -228,14 +231,15 @@ class Set2ModelMethod(Method):
         negatives, noise: see :func:`tuple_scores`.
         bins, value_range, half_width, normalize_hist: :func:`histogram_loss` (default: the authors' code's
             100 nodes on the adaptive range with a half-width-2 kernel, normalised histograms).
-        var_floor, em_iters, em_unroll: the fit (:func:`set_scores`).
+        var_floor, em_iters, em_unroll, em_grad: the fit (:func:`set_scores`).
     """
 
     def __init__(self, backbone: nn.Module, augment: Callable[[torch.Tensor], torch.Tensor] | None,
                  score: str = "gauss", components: int = 2, dim: int | None = None, normalize: bool = True,
                  negatives: int | None = None, noise: float = 0.0, bins: int = 100, value_range: str = "adaptive",
                  half_width: float = 2.0, normalize_hist: bool = True, var_floor: float = 1e-4,
-                 em_iters: int = 30, em_unroll: int = 3, num_classes: int | None = None, size: int | None = None,
+                 em_iters: int = 30, em_unroll: int = 3, em_grad: str = "unrolled", num_classes: int | None = None,
+                 size: int | None = None,
                  mean: object = None, std: object = None) -> None:
         super().__init__()
         if score not in SCORES:
@@ -248,7 +252,7 @@ class Set2ModelMethod(Method):
         self.proj = nn.Linear(backbone.out_dim, dim) if dim is not None else None
         self.score, self.normalize, self.negatives, self.noise = score, normalize, negatives, noise
         self.score_kw = {"score": score, "components": components, "var_floor": var_floor, "em_iters": em_iters,
-                         "em_unroll": em_unroll}
+                         "em_unroll": em_unroll, "em_grad": em_grad}
         self.hist_kw = {"bins": bins, "value_range": value_range, "half_width": half_width,
                         "normalize": normalize_hist}
 

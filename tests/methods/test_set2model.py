@@ -114,6 +114,68 @@ def test_short_unroll_gradient_approaches_the_long_one():
     assert err[1] > 1e-2 and err[1] > err[3] > err[10] and err[10] < 1e-3, err  # one step alone is not exact
 
 
+def test_implicit_em_gradient_matches_finite_differences_of_the_converged_fit():
+    """The implicit gradient of the fixed point (seed 003, Eq. 13-15) against central finite differences of
+    the converged fit (tight tolerance, fixed warm start: a smooth function of X)."""
+    x0 = _clusters(b=2, n_per=4, k=2, d=2, sep=1.0, seed=3)
+    init = x0[:, [0, 4]].clone()
+    q = torch.randn(2, 3, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+
+    def loss(x):
+        gmm = fit_gmm(x, 2, iters=5000, tol=1e-15, var_floor=1e-3, init=init, grad="implicit")
+        return gmm_logpdf(q, gmm).sum() + (gmm.weights ** 2).sum() + gmm.vars.sum()
+
+    x = x0.clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(loss(x), x)
+    fd = torch.zeros_like(x0)
+    eps = 1e-6
+    for i in range(x0.numel()):
+        e = torch.zeros(x0.numel(), dtype=x0.dtype)
+        e[i] = eps
+        e = e.reshape(x0.shape)
+        fd.view(-1)[i] = (loss(x0 + e) - loss(x0 - e)) / (2 * eps)
+    torch.testing.assert_close(g, fd, rtol=1e-5, atol=1e-6)
+    assert torch.autograd.gradcheck(lambda a: loss(a), (x0.clone().requires_grad_(True),), eps=1e-6, atol=1e-5,
+                                    rtol=1e-4)
+
+
+def test_implicit_em_gradient_equals_many_unrolled_steps():
+    x0 = _clusters(b=3, n_per=6, k=2, d=3, sep=0.5, seed=4)
+    init = x0[:, [0, 6]].clone()
+    z = torch.randn(3, 4, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    grads = {}
+    for grad, r in (("implicit", 0), ("unrolled", 400)):
+        x = x0.clone().requires_grad_(True)
+        gmm = fit_gmm(x, 2, iters=3000, tol=1e-14, unroll=r, var_floor=1e-3, init=init, grad=grad)
+        (gmm_logpdf(z, gmm).sum() + gmm.weights[..., 0].sum()).backward()
+        grads[grad] = x.grad
+    torch.testing.assert_close(grads["implicit"], grads["unrolled"], rtol=1e-6, atol=1e-7)
+
+
+def test_one_component_implicit_gradient_is_the_closed_form_gaussians():
+    g = torch.Generator().manual_seed(7)
+    x0 = torch.randn(3, 9, 5, generator=g, dtype=torch.float64)
+    z = torch.randn(3, 4, 5, generator=g, dtype=torch.float64)
+    x = x0.clone().requires_grad_(True)
+    gmm = fit_gmm(x, 1, var_floor=1e-6, grad="implicit")
+    (gi,) = torch.autograd.grad(gmm_logpdf(z, gmm).sum() + gmm.vars.sum(), x)
+    x = x0.clone().requires_grad_(True)
+    mu, var = fit_gaussian(x, var_floor=1e-6)
+    (gc,) = torch.autograd.grad(diag_gaussian_logpdf(z, mu, var).sum() + var.sum(), x)
+    torch.testing.assert_close(gi, gc, rtol=1e-9, atol=1e-10)
+
+
+def test_implicit_gradient_is_float32_under_autocast_and_rejects_unknown_modes():
+    x = torch.nn.functional.normalize(torch.randn(2, 10, 8), dim=-1).requires_grad_(True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        gmm = fit_gmm(x, 2, grad="implicit", generator=torch.Generator().manual_seed(0))
+        gmm_logpdf(torch.randn(5, 8), gmm).sum().backward()
+    assert gmm.means.dtype == torch.float32 and x.grad.dtype == torch.float32
+    assert bool(torch.isfinite(x.grad).all()) and bool((x.grad.abs().sum(-1) > 0).all())
+    with pytest.raises(ValueError, match="grad must be one of"):
+        fit_gmm(x, 2, grad="exact")
+
+
 def test_every_concept_descriptor_gets_a_gradient():
     """The authors' fast path back-propagates only into the first 10 descriptors; ours reaches all."""
     x = torch.randn(2, 25, 8, dtype=torch.float64, requires_grad=True)
