@@ -10,11 +10,12 @@ import pytest
 import torch
 
 from studylib.data.samplers import EpisodicSampler
-from studylib.evaluation.retrieval import average_precision, retrieval_tasks
+from studylib.evaluation.retrieval import average_precision, retrieval_tasks, svm_negatives
 from studylib.methods import build_method
 from studylib.methods.set2model import histogram_loss, set_scores, tuple_scores, violation_rate
 from studylib.numerics.gaussian import (GMM, diag_gaussian_logpdf, fit_gaussian, fit_gmm, gmm_logpdf,
                                         kmeans_pp_init)
+from studylib.numerics.svm import linear_svm, svm_objective
 
 
 def _clusters(b: int, n_per: int, k: int, d: int, sep: float = 8.0, seed: int = 0, dtype=torch.float64):
@@ -299,6 +300,76 @@ def test_tuple_scores_split_positives_and_negatives():
     torch.testing.assert_close(neg[2], others @ means[2])
     torch.manual_seed(0)
     assert tuple_scores(emb, shots, negatives=3, score="nn")[1].shape == (w, 3)
+
+
+# ---------------------------------------------------------------- SVM baseline (Eq. 18)
+
+@pytest.mark.parametrize("c", [0.1, 1.0, 10.0])
+def test_linear_svm_matches_sklearn_linearsvc(c):
+    from sklearn.svm import LinearSVC
+    g = torch.Generator().manual_seed(11)
+    x = torch.nn.functional.normalize(torch.randn(4, 30, 12, generator=g, dtype=torch.float64), dim=-1)
+    y = torch.where(torch.arange(30) < 10, 1.0, -1.0).to(torch.float64).expand(4, 30).clone()
+    x[:, :10] += 0.4 * torch.randn(4, 1, 12, generator=g, dtype=torch.float64)  # a shifted positive class
+    w, b = linear_svm(x, y, c)
+    z = torch.randn(50, 12, generator=g, dtype=torch.float64)
+    for i in range(4):
+        sk = LinearSVC(C=c, loss="squared_hinge", tol=1e-12, max_iter=200000).fit(x[i].numpy(), y[i].numpy())
+        np.testing.assert_allclose(w[i].numpy(), sk.coef_[0], rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(float(b[i]), sk.intercept_[0], rtol=1e-6, atol=1e-7)
+        ours = (z @ w[i] + b[i]).numpy()
+        np.testing.assert_allclose(ours, sk.decision_function(z.numpy()), rtol=1e-6, atol=1e-7)
+        assert np.corrcoef(ours, sk.decision_function(z.numpy()))[0, 1] > 0.999999
+    # the optimum: no step of the objective lowers it
+    f = svm_objective(torch.cat([w, b[:, None]], -1), x, y, c)
+    for eps in (1e-4, -1e-4):
+        assert bool((svm_objective(torch.cat([w, b[:, None]], -1) + eps, x, y, c) >= f).all())
+
+
+def test_svm_retrieval_ap_matches_sklearn_linearsvc_on_a_toy_problem():
+    from sklearn.svm import LinearSVC
+    g = torch.Generator().manual_seed(12)
+    centres = torch.randn(8, 6, generator=g, dtype=torch.float64) * 1.2
+    labels = torch.arange(8).repeat_interleave(15)
+    feats = torch.nn.functional.normalize(centres[labels] + torch.randn(120, 6, generator=g, dtype=torch.float64),
+                                          dim=-1)
+    tasks = retrieval_tasks(labels, 5, noise=0.2, seed=3)
+    neg = svm_negatives(tasks, labels, 10, seed=0)
+    s = set_scores(feats[tasks.sets], feats, "svm", negatives=feats[neg], svm_c=1.0)
+    valid = tasks.valid.clone()
+    valid.scatter_(1, neg, False)  # the SVM's negatives are left out of its ranking
+    ap = average_precision(s, tasks.relevant, valid)
+    ref = []
+    for c in range(len(tasks.sets)):
+        xs = torch.cat([feats[tasks.sets[c]], feats[neg[c]]]).numpy()
+        ys = np.r_[np.ones(5), -np.ones(10)]
+        d = LinearSVC(C=1.0, tol=1e-12, max_iter=200000).fit(xs, ys).decision_function(feats.numpy())
+        assert np.corrcoef(d, s[c].numpy())[0, 1] > 0.99999
+        ref.append(average_precision(torch.from_numpy(d)[None], tasks.relevant[c:c + 1], valid[c:c + 1]))
+    torch.testing.assert_close(ap, torch.cat(ref), rtol=0, atol=1e-9)
+    assert float(ap.mean()) > 0.3  # far above chance (1/8): the toy concepts are learnable
+
+
+def test_svm_negatives_come_from_other_concepts_sets_outside_the_concept():
+    labels = torch.arange(12).repeat_interleave(10)
+    tasks = retrieval_tasks(labels, 6, noise=0.5, merge=2, seed=1)
+    neg = svm_negatives(tasks, labels, 12, seed=0)
+    assert neg.shape == (len(tasks.sets), 12)
+    for c in range(len(tasks.sets)):
+        others = set(torch.cat([tasks.sets[:c], tasks.sets[c + 1:]]).reshape(-1).tolist())
+        assert set(neg[c].tolist()) <= others and len(set(neg[c].tolist())) == 12
+        assert not bool(torch.isin(labels[neg[c]], tasks.classes[c]).any())
+    torch.testing.assert_close(neg, svm_negatives(tasks, labels, 12, seed=0))  # deterministic in the seed
+    with pytest.raises(ValueError, match="fewer than"):
+        svm_negatives(tasks, labels, 1000)
+
+
+def test_svm_is_an_evaluation_only_score():
+    from studylib.models import build_backbone
+    with pytest.raises(ValueError, match="evaluation-only"):
+        build_method("set2model", build_backbone("conv4", in_channels=1, hidden=8), None, score="svm")
+    with pytest.raises(ValueError, match="needs negatives"):
+        set_scores(torch.randn(2, 5, 4), torch.randn(3, 4), "svm")
 
 
 @pytest.mark.parametrize("score", ["gauss", "gmm", "avg", "nn"])
