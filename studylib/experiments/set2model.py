@@ -89,7 +89,7 @@ class Params(DataParams):
     train_noise: float = param(0.0, ge=0, lt=1, help="fraction of each training set replaced by another "
                                                      "class's images")
     epochs: int = param(1, ge=1, help="training epochs", cut=True)
-    batches_per_epoch: int = param(150, ge=1, help="training batches (tuples x ...) per epoch", cut=True)
+    batches_per_epoch: int = param(100, ge=1, help="training batches (tuples x ...) per epoch", cut=True)
     optimizer: str = param("adam", choices=OPTIMIZERS, help="paper: Adam")
     lr: float = param(1e-3, gt=0, help="learning rate (paper: chosen on validation, not stated)")
     bins: int = param(100, ge=2, help="histogram loss: nodes (authors' code: 100)")
@@ -104,7 +104,7 @@ class Params(DataParams):
                                                          "steps) or implicit (the fixed point's exact gradient, "
                                                          "the paper's Eq. 13-15)")
     eval_set_size: int = param(10, ge=1, help="concept set size at test (paper, Omniglot: 10)")
-    eval_draws: int = param(3, ge=1, help="concept sets per test class (each a retrieval task)", cut=True)
+    eval_draws: int = param(2, ge=1, help="concept sets per test class (each a retrieval task)", cut=True)
     eval_noise: float = param(0.3, ge=0, lt=1, help="noisy tasks: fraction of the set from other classes")
     noise_curve: list[float] = param([0.15, 0.45], ge=0, lt=1, help="noise rates of the robustness figure besides "
                                                                    "0 and eval_noise")
