@@ -99,7 +99,7 @@ class Params(DataParams):
                                                                               "tuple's scores (paper) or [-1, 1]")
     var_floor: float = param(1e-4, gt=0, help="variance floor of every fitted Gaussian / component")
     em_iters: int = param(30, ge=1, help="EM iterations without a graph in training (then em_unroll with one)")
-    em_unroll: int = param(3, ge=0, help="EM iterations back-propagated through (training, em_grad=unrolled)")
+    em_unroll: int = param(3, ge=0, help="EM iterations back-propagated through (training, unrolled em_grad)")
     em_grad: str = param("unrolled", choices=GRADS, help="gradient through the GMM fit: unrolled (em_unroll EM "
                                                          "steps) or implicit (the fixed point's exact gradient, "
                                                          "the paper's Eq. 13-15)")
@@ -111,7 +111,7 @@ class Params(DataParams):
     eval_components: list[int] = param([2, 3], ge=1, help="GMM sizes used at retrieval (GMM-k scores)")
     svm_c: float = param(1.0, gt=0, help="SVM score: LinearSVC's C (paper: not stated); negatives: 2 |X| images "
                                          "of other concepts' sets (paper)")
-    seeds: list[int] = param([0, 1, 2], help="training seeds (the project rule: >= 3 for a comparison a verdict "
+    seeds: list[int] = param([0, 1, 2], help="training seeds (the project rule: at least 3 for a comparison a verdict "
                                                 "rests on)", cut=True)
     device: str = param("auto", help="'auto' (CUDA when present), 'cpu' or 'cuda'")
 
