@@ -372,14 +372,15 @@ def test_svm_is_an_evaluation_only_score():
         set_scores(torch.randn(2, 5, 4), torch.randn(3, 4), "svm")
 
 
-@pytest.mark.parametrize("score", ["gauss", "gmm", "avg", "nn"])
+@pytest.mark.parametrize("score", ["gauss", "gmm", "avg", "nn", "gmm-implicit"])
 def test_method_trains_on_episodic_batches(score):
     from studylib.models import build_backbone
     torch.manual_seed(0)
     labels = torch.arange(6).repeat_interleave(8)
     images = torch.randint(0, 256, (48, 1, 28, 28), dtype=torch.uint8)
     batch = EpisodicSampler(labels, ways=4, shots=4, queries=3, episodes_per_epoch=1, seed=0).epoch(0)[0]
-    m = build_method("set2model", build_backbone("conv4", in_channels=1, hidden=8), None, score=score, dim=16)
+    kw = {"score": "gmm", "em_grad": "implicit"} if score == "gmm-implicit" else {"score": score}
+    m = build_method("set2model", build_backbone("conv4", in_channels=1, hidden=8), None, dim=16, **kw)
     loss, logs = m.loss(images[batch.indices], batch)
     loss.backward()
     assert math.isfinite(float(loss)) and 0 <= float(logs["violation"]) <= 1
@@ -413,6 +414,11 @@ def test_scores_stay_on_the_device():
     x = torch.randn(2, 10, 4, device="cuda")
     for score in ("gauss", "gmm", "avg", "nn"):
         assert set_scores(x, torch.randn(5, 4, device="cuda"), score).device.type == "cuda"
+    s = set_scores(x, torch.randn(5, 4, device="cuda"), "svm", negatives=torch.randn(2, 20, 4, device="cuda"))
+    assert s.device.type == "cuda"
+    xg = x.clone().requires_grad_(True)
+    gmm_logpdf(torch.randn(5, 4, device="cuda"), fit_gmm(xg, 2, grad="implicit")).sum().backward()
+    assert xg.grad.device.type == "cuda" and bool(torch.isfinite(xg.grad).all())
     labels = torch.arange(4, device="cuda").repeat_interleave(5)
     t = retrieval_tasks(labels, 3)
     assert t.sets.device.type == "cuda"
