@@ -122,3 +122,35 @@ def retrieval_tasks(labels: torch.Tensor, set_size: int, concepts: int | None = 
     valid.scatter_(1, sets, False)
     return RetrievalTasks(sets.to(device), relevant.to(device), valid.to(device), torch.stack(rows_cls).to(device),
                           torch.stack(rows_noisy).to(device))
+
+
+def svm_negatives(tasks: RetrievalTasks, labels: torch.Tensor, count: int, seed: int = 0) -> torch.Tensor:
+    """``[C, count]`` negatives of each concept's SVM (seed 003 Sec. 4.3, after Arandjelovic & Zisserman
+    2012): images drawn at random (without replacement, seed ``seed``, CPU generator) from the *other* concepts'
+    sets, skipping images of the concept's own classes (a noisy set may hold one). The paper uses
+    ``count = 2 |X|``. Leave them out of the concept's ranking (they are training data of its SVM).
+
+    Raises:
+        ValueError: when fewer than ``count`` such images exist for some concept.
+    """
+    lab = labels.detach().cpu().long()
+    sets, classes = tasks.sets.cpu(), tasks.classes.cpu()
+    c, n = sets.shape
+    pool = sets.reshape(-1)  # [C * N]; an image may sit in several sets, it is drawn at most once
+    owner = torch.arange(c).repeat_interleave(n)
+    ok = (owner[None, :] != torch.arange(c)[:, None]) & ~(lab[pool][None, :, None] == classes[:, None, :]).any(-1)
+    keys = torch.rand(c, len(pool), generator=torch.Generator().manual_seed(seed)).masked_fill(~ok, 2.0)
+    order = torch.argsort(keys, -1)
+    picked = []
+    for row in range(c):
+        out: list[int] = []
+        for j in order[row].tolist():
+            if float(keys[row, j]) >= 2.0 or len(out) == count:
+                break
+            if int(pool[j]) not in out:
+                out.append(int(pool[j]))
+        if len(out) < count:
+            raise ValueError(f"concept {row} has {len(out)} images in other concepts' sets outside its classes, "
+                             f"fewer than the {count} SVM negatives asked for; lower the count or draw more concepts")
+        picked.append(out)
+    return torch.tensor(picked, dtype=torch.long, device=tasks.sets.device)

@@ -10,11 +10,20 @@ The notebook's cells call the functions below; nothing else. Protocol (seed 003 
   the set's diagonal Gaussian), ``"gmm"`` (S2M-GMM``k``: under a ``components``-GMM fitted by EM and
   back-propagated through unrolled EM steps), ``"avg"`` (AVG-FT, the mean baseline of Eq. 16, trained the
   same way), ``"nn"`` (NN-FT, Eq. 17).
+* Pre-learned features (the paper's ``-PL`` rows, Table 1: ImageNet-classification AlexNet features never
+  trained for retrieval): with ``pretrained="ce"`` one more network per seed is trained by the loop's
+  cross-entropy classification of the training classes (the same images per batch and the same batches as the
+  set networks; :class:`studylib.methods.episodes.CEMethod`), and every retrieval score is evaluated on its
+  L2-normalised backbone features (NN-PL, AVG-PL, SVM-PL, Gauss-PL, GMMk-PL). Unlike the paper's PL features,
+  ours come from the same training classes as the fine-tuned networks; only the objective differs.
 * Test (Sec. 4.1, 4.3): the descriptors of the test split (unseen classes); every test class is a concept
   ``eval_draws`` times with a different concept set of ``eval_set_size`` images; the rest of the split is
   the database; AP of the ranking (the set's own images left out), mAP over concepts. Every trained network
-  is scored with every retrieval score (NN, AVG, Gauss, GMM-k for ``eval_components``), so Gauss-AVG-FT (a
-  Gaussian fitted on AVG-FT descriptors) is a cell of the same table. Three task kinds: ``plain`` (clean
+  is scored with every retrieval score (NN, AVG, SVM, Gauss, GMM-k for ``eval_components``), so Gauss-AVG-FT
+  (a Gaussian fitted on AVG-FT descriptors) is a cell of the same table. SVM (Sec. 4.3, Eq. 18): a linear
+  squared-hinge SVM (``LinearSVC``'s primal, ``C = svm_c``) of the concept set against ``2 |X|`` images drawn
+  from the other concepts' sets (:func:`studylib.evaluation.retrieval.svm_negatives`), which are then left out
+  of that concept's ranking; the paper never fine-tunes it (evaluation only). Three task kinds: ``plain`` (clean
   sets of one class), ``noisy`` (``eval_noise`` of the set replaced by images of other classes, the
   irrelevant images of a web search) and ``polysemous`` (two classes merged into one concept, Fig. 3). The
   concept sets are drawn with seed 0 for every network, so differences are paired by concept.
@@ -36,19 +45,20 @@ import torch
 
 from studylib.config import param
 from studylib.evaluation import extract_features, stats
-from studylib.evaluation.retrieval import average_precision, retrieval_tasks
+from studylib.evaluation.retrieval import average_precision, retrieval_tasks, svm_negatives
 from studylib.evaluation.verdicts import Claim, Expectation
 from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.common import BACKBONES, DataParams, data_spec as common_data_spec
 from studylib.experiments.common import load_data  # noqa: F401 (the notebook calls mod.load_data)
 from studylib.experiments.runner import DataSpec, EvalSpec, Outcome, RunSpec, load_trained, run_sweep
-from studylib.methods.set2model import SCORES, fit_sets, histogram_loss, score_sets, violation_rate
+from studylib.methods.set2model import EVAL_ONLY, SCORES, fit_sets, histogram_loss, score_sets, violation_rate
+from studylib.numerics.gaussian import GRADS
 from studylib.training.loop import OPTIMIZERS, TrainConfig
 from studylib.utils import config_hash, get_device
 
 NOTEBOOK = "11_set2model"
 TASKS = ("plain", "noisy", "polysemous")
-EVAL_VERSION = 1  # bump when the retrieval evaluation changes, so cached results are recomputed
+EVAL_VERSION = 2  # bump when the retrieval evaluation changes, so cached results are recomputed
 
 
 @dataclass
@@ -64,7 +74,11 @@ class Params(DataParams):
                                            "characters, 128 for web images; None: the backbone's features)")
     train_models: list[str] = param(["gauss", "gmm", "avg"], choices=SCORES,
                                     help="training objectives, one network each: gauss (S2M-Gauss), gmm "
-                                         "(S2M-GMM), avg (AVG-FT), nn (NN-FT)")
+                                         "(S2M-GMM), avg (AVG-FT), nn (NN-FT); svm is evaluation only")
+    pretrained: str | None = param("ce", choices=("ce",), help="the -PL rows: a network trained by cross-entropy "
+                                                               "classification of the training classes, every "
+                                                               "score evaluated on its features (None: no -PL "
+                                                               "rows)")
     components: int = param(2, ge=1, help="mixture components of the gmm objective (paper, Omniglot: 2)")
     tuples: int = param(5, ge=2, help="training tuples (classes) per batch (paper, Omniglot retrieval: 5)",
                         cut=True)
@@ -75,7 +89,7 @@ class Params(DataParams):
     train_noise: float = param(0.0, ge=0, lt=1, help="fraction of each training set replaced by another "
                                                      "class's images")
     epochs: int = param(1, ge=1, help="training epochs", cut=True)
-    batches_per_epoch: int = param(150, ge=1, help="training batches (tuples x ...) per epoch", cut=True)
+    batches_per_epoch: int = param(100, ge=1, help="training batches (tuples x ...) per epoch", cut=True)
     optimizer: str = param("adam", choices=OPTIMIZERS, help="paper: Adam")
     lr: float = param(1e-3, gt=0, help="learning rate (paper: chosen on validation, not stated)")
     bins: int = param(100, ge=2, help="histogram loss: nodes (authors' code: 100)")
@@ -85,14 +99,20 @@ class Params(DataParams):
                                                                               "tuple's scores (paper) or [-1, 1]")
     var_floor: float = param(1e-4, gt=0, help="variance floor of every fitted Gaussian / component")
     em_iters: int = param(30, ge=1, help="EM iterations without a graph in training (then em_unroll with one)")
-    em_unroll: int = param(3, ge=0, help="EM iterations back-propagated through (training)")
+    em_unroll: int = param(3, ge=0, help="EM iterations back-propagated through (training, unrolled em_grad)")
+    em_grad: str = param("unrolled", choices=GRADS, help="gradient through the GMM fit: unrolled (em_unroll EM "
+                                                         "steps) or implicit (the fixed point's exact gradient, "
+                                                         "the paper's Eq. 13-15)")
     eval_set_size: int = param(10, ge=1, help="concept set size at test (paper, Omniglot: 10)")
-    eval_draws: int = param(3, ge=1, help="concept sets per test class (each a retrieval task)", cut=True)
+    eval_draws: int = param(2, ge=1, help="concept sets per test class (each a retrieval task)", cut=True)
     eval_noise: float = param(0.3, ge=0, lt=1, help="noisy tasks: fraction of the set from other classes")
     noise_curve: list[float] = param([0.15, 0.45], ge=0, lt=1, help="noise rates of the robustness figure besides "
                                                                    "0 and eval_noise")
     eval_components: list[int] = param([2, 3], ge=1, help="GMM sizes used at retrieval (GMM-k scores)")
-    seeds: list[int] = param([0, 1], help="training seeds (a verdict on a difference needs at least 2)", cut=True)
+    svm_c: float = param(1.0, gt=0, help="SVM score: LinearSVC's C (paper: not stated); negatives: 2 |X| images "
+                                         "of other concepts' sets (paper)")
+    seeds: list[int] = param([0, 1, 2], help="training seeds (the project rule: at least 3 for a comparison a verdict "
+                                                "rests on)", cut=True)
     device: str = param("auto", help="'auto' (CUDA when present), 'cpu' or 'cuda'")
 
     def check(self) -> None:
@@ -101,6 +121,10 @@ class Params(DataParams):
             raise ValueError("seeds is empty; give at least one training seed, e.g. [0, 1]")
         if not self.train_models:
             raise ValueError("train_models is empty; give at least one objective, e.g. ['gauss', 'avg']")
+        bad = [m for m in self.train_models if m in EVAL_ONLY]
+        if bad:
+            raise ValueError(f"train_models lists {bad}: an evaluation-only score (seed 003 never fine-tunes the "
+                             f"SVM; every network is evaluated with it anyway); remove it")
         if len(set(self.train_models)) != len(self.train_models):
             raise ValueError(f"train_models lists an objective twice: {self.train_models}")
         if "gmm" in self.train_models and self.components > self.set_size:
@@ -124,19 +148,32 @@ def data_spec(p: Params) -> DataSpec:
     return spec
 
 
+PL = "pl"  # the key of the pre-learned network in outcomes / results
+
+
 def model_label(model: str, p: Params) -> str:
-    """The paper's row name of a training objective."""
-    return {"gauss": "S2M-Gauss", "gmm": f"S2M-GMM{p.components}", "avg": "AVG-FT", "nn": "NN-FT"}[model]
+    """The paper's row name of a training objective (``"pl"``: the pre-learned network)."""
+    return {"gauss": "S2M-Gauss", "gmm": f"S2M-GMM{p.components}", "avg": "AVG-FT", "nn": "NN-FT",
+            PL: f"PL ({p.pretrained})"}[model]
 
 
 def eval_scores(p: Params) -> list[str]:
-    """Retrieval scores every network is evaluated with: ``nn``, ``avg``, ``gauss``, ``gmm<k>``."""
-    return ["nn", "avg", "gauss"] + [f"gmm{k}" for k in p.eval_components]
+    """Retrieval scores every network is evaluated with: ``nn``, ``avg``, ``svm``, ``gauss``, ``gmm<k>`` (the
+    ``eval_components``, plus the trained mixture's size)."""
+    ks = sorted(set(p.eval_components) | ({p.components} if "gmm" in p.train_models else set()))
+    return ["nn", "avg", "svm", "gauss"] + [f"gmm{k}" for k in ks]
 
 
-def own_score(model: str, p: Params) -> str:
-    """The retrieval score a network was trained for."""
+def own_score(model: str, p: Params) -> str | None:
+    """The retrieval score a network was trained for (None for the pre-learned network)."""
+    if model == PL:
+        return None
     return f"gmm{p.components}" if model == "gmm" else model
+
+
+def networks(p: Params) -> list[str]:
+    """The networks trained per seed: the ``train_models`` and, with ``pretrained``, the PL network."""
+    return list(p.train_models) + ([PL] if p.pretrained else [])
 
 
 def make_spec(p: Params, model: str, seed: int) -> RunSpec:
@@ -144,7 +181,7 @@ def make_spec(p: Params, model: str, seed: int) -> RunSpec:
                             "bins": p.bins, "half_width": p.half_width, "value_range": p.hist_range,
                             "var_floor": p.var_floor}
     if model == "gmm":
-        opts.update(components=p.components, em_iters=p.em_iters, em_unroll=p.em_unroll)
+        opts.update(components=p.components, em_iters=p.em_iters, em_unroll=p.em_unroll, em_grad=p.em_grad)
     return RunSpec(
         name=f"{NOTEBOOK}-{model}", data=data_spec(p), backbone=p.backbone,
         backbone_options={"hidden": p.hidden} if p.backbone == "conv4" else {},
@@ -158,13 +195,29 @@ def make_spec(p: Params, model: str, seed: int) -> RunSpec:
                       val_episodes=0, seed=0))
 
 
+def make_pl_spec(p: Params, seed: int) -> RunSpec:
+    """The pre-learned network: cross-entropy over the training classes, batches of ``tuples x (set_size +
+    relevant)`` images (as many as a set network's batch), the same batches, optimiser and rate."""
+    return RunSpec(
+        name=f"{NOTEBOOK}-pl-{p.pretrained}", data=data_spec(p), backbone=p.backbone,
+        backbone_options={"hidden": p.hidden} if p.backbone == "conv4" else {},
+        method=p.pretrained, method_options={}, augment="none",
+        train=TrainConfig(epochs=p.epochs, sampler="replacement", batch_size=p.tuples * (p.set_size + p.relevant),
+                          batches_per_epoch=p.batches_per_epoch, optimizer=p.optimizer, lr=p.lr, weight_decay=0.0,
+                          schedule="constant", milestones=[], seed=seed, device=p.device, scale=p.scale),
+        eval=EvalSpec(ways=2, shots=[1], queries=1, episodes=10, classifiers=["nearest_centroid"], cl2n=False,
+                      val_episodes=0, seed=0))
+
+
 def run(p: Params, progress: bool = True) -> dict[str, list[Outcome]]:
-    """Train (or load) one network per training objective and seed: ``{objective: [outcome per seed]}``."""
+    """Train (or load) one network per training objective and seed, and the pre-learned one (key ``"pl"``):
+    ``{network: [outcome per seed]}``."""
     p.check()
-    specs = [make_spec(p, m, s) for m in p.train_models for s in p.seeds]
+    nets = networks(p)
+    specs = [make_pl_spec(p, s) if m == PL else make_spec(p, m, s) for m in nets for s in p.seeds]
     outs = run_sweep(specs, progress=progress)
     n = len(p.seeds)
-    return {m: outs[i * n:(i + 1) * n] for i, m in enumerate(p.train_models)}
+    return {m: outs[i * n:(i + 1) * n] for i, m in enumerate(nets)}
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -187,13 +240,16 @@ def noise_task(p: Params, rate: float) -> str:
 
 
 def _score_chunked(sets: torch.Tensor, feats: torch.Tensor, score: str, var_floor: float,
-                   chunk: int = 64, qchunk: int = 8192) -> torch.Tensor:
-    """``[C, M]`` scores of every database image for every concept set, in chunks (bounded memory)."""
+                   negatives: torch.Tensor | None = None, svm_c: float = 1.0, chunk: int = 64,
+                   qchunk: int = 8192) -> torch.Tensor:
+    """``[C, M]`` scores of every database image for every concept set, in chunks (bounded memory);
+    ``negatives [C, M-, d]``: the SVM's negative class."""
     kind, k = ("gmm", int(score[3:])) if score.startswith("gmm") else (score, 1)
     rows = []
     for i in range(0, sets.shape[0], chunk):
         model = fit_sets(sets[i:i + chunk], kind, components=k, var_floor=var_floor, em_iters=200, em_tol=1e-6,
-                         em_unroll=0, generator=torch.Generator().manual_seed(i))
+                         em_unroll=0, generator=torch.Generator().manual_seed(i),
+                         negatives=None if negatives is None else negatives[i:i + chunk], svm_c=svm_c)
         rows.append(torch.cat([score_sets(model, feats[j:j + qchunk]) for j in range(0, feats.shape[0], qchunk)],
                               -1))
     return torch.cat(rows)
@@ -208,7 +264,8 @@ def retrieval_eval(p: Params, outcome: Outcome, model: str) -> dict[str, torch.T
     """
     config = {"set_size": p.eval_set_size, "draws": p.eval_draws, "tasks": task_settings(p),
               "scores": eval_scores(p), "own": own_score(model, p), "var_floor": p.var_floor,
-              "hist": [p.bins, p.half_width, p.hist_range], "v": EVAL_VERSION}
+              "hist": [p.bins, p.half_width, p.hist_range], "svm_c": p.svm_c, "pl": model == PL,
+              "v": EVAL_VERSION}
     fname = f"retrieval-{config_hash(config)}.pt"
     if outcome.run.has(fname):
         return outcome.run.load_tensor(fname)
@@ -217,6 +274,8 @@ def retrieval_eval(p: Params, outcome: Outcome, model: str) -> dict[str, torch.T
     test = dataset["test"]
     with torch.no_grad():
         feats = extract_features(method.features, test.images, transform, device=device).float()
+        if model == PL:  # pre-learned features are L2-normalised like the set networks' descriptors (Sec. 4.2)
+            feats = torch.nn.functional.normalize(feats, dim=-1)
         labels = test.labels.to(feats.device)
         out: dict[str, torch.Tensor] = {}
         for task, kw in task_settings(p).items():
@@ -225,9 +284,14 @@ def retrieval_eval(p: Params, outcome: Outcome, model: str) -> dict[str, torch.T
             tasks = retrieval_tasks(labels, p.eval_set_size, concepts=p.eval_draws * (classes // merge),
                                     noise=kw["noise"], merge=merge, seed=0)
             sets = feats[tasks.sets]
+            svm_neg = svm_negatives(tasks, labels, 2 * p.eval_set_size, seed=0)
+            svm_valid = tasks.valid.clone()
+            svm_valid.scatter_(1, svm_neg, False)  # the SVM's training negatives are not ranked
             for score in eval_scores(p):
-                s = _score_chunked(sets, feats, score, p.var_floor)
-                out[f"{task}/{score}"] = average_precision(s, tasks.relevant, tasks.valid).cpu()
+                s = _score_chunked(sets, feats, score, p.var_floor, feats[svm_neg] if score == "svm" else None,
+                                   p.svm_c)
+                valid = svm_valid if score == "svm" else tasks.valid
+                out[f"{task}/{score}"] = average_precision(s, tasks.relevant, valid).cpu()
                 if task == "plain" and score == own_score(model, p):
                     hist, viol = [], []
                     for c in range(s.shape[0]):
@@ -258,13 +322,20 @@ def mean_ap(res: dict[str, list[dict[str, torch.Tensor]]], model: str, key: str)
     return stats.accuracy([r[key] for r in res[model]])
 
 
+def score_row_label(model: str, score: str, p: Params) -> str:
+    """Table 1's name of a (network, score) cell: ``S2M-Gauss``, ``Gauss-PL``, ``Gauss on AVG-FT``..."""
+    if model == PL:
+        return f"{score_label(score)}-PL"
+    return model_label(model, p) if score == own_score(model, p) else f"{score_label(score)} on {model_label(model, p)}"
+
+
 def results_table(p: Params, res: dict[str, list[dict[str, torch.Tensor]]]) -> list[dict[str, Any]]:
     """Table 1 analog: one row per (network, retrieval score), mAP (%) per task kind over seeds."""
     rows = []
     for m in res:
         for score in eval_scores(p):
             own = score == own_score(m, p)
-            label = model_label(m, p) if own else f"{score_label(score)} on {model_label(m, p)}"
+            label = score_row_label(m, score, p)
             row: dict[str, Any] = {"method": label, "trained for": model_label(m, p), "score": score_label(score),
                                    "own score": own}
             for t in TASKS:
@@ -274,7 +345,37 @@ def results_table(p: Params, res: dict[str, list[dict[str, torch.Tensor]]]) -> l
 
 
 def score_label(score: str) -> str:
-    return {"nn": "NN", "avg": "AVG", "gauss": "Gauss"}.get(score, score.upper())
+    return {"nn": "NN", "avg": "AVG", "gauss": "Gauss", "svm": "SVM"}.get(score, score.upper())
+
+
+def ft_network(score: str, p: Params) -> str | None:
+    """The fine-tuned network of a score's -FT row: the one trained for it; for SVM (never fine-tuned in the
+    paper) the AVG-FT network; None when that network is not in ``train_models``."""
+    for m in p.train_models:
+        if own_score(m, p) == score:
+            return m
+    return "avg" if score == "svm" and "avg" in p.train_models else None
+
+
+def pl_ft_table(p: Params, res: dict[str, list[dict[str, torch.Tensor]]], task: str = "plain") -> list[dict[str, Any]]:
+    """Table 1's -PL / -FT pairs: for every score, mAP (%) on the pre-learned features and on the network
+    fine-tuned for it, and the paired difference FT - PL (by concept, over seeds)."""
+    if PL not in res:
+        return []
+    rows = []
+    for score in eval_scores(p):
+        m = ft_network(score, p)
+        row: dict[str, Any] = {"score": score_label(score), "PL": f"{score_label(score)}-PL",
+                               "PL mAP (%)": mean_ap(res, PL, f"{task}/{score}").fmt(),
+                               "FT": score_row_label(m, score, p) if m else "-"}
+        if m:
+            row["FT mAP (%)"] = mean_ap(res, m, f"{task}/{score}").fmt()
+            row["FT - PL (pts)"] = stats.paired_difference([r[f"{task}/{score}"] for r in res[m]],
+                                                           [r[f"{task}/{score}"] for r in res[PL]]).fmt(signed=True)
+        else:
+            row["FT mAP (%)"] = row["FT - PL (pts)"] = "-"
+        rows.append(row)
+    return rows
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -288,6 +389,12 @@ PAPER_TABLE1 = {
     "Gauss-AVG-FT": (0.246, 0.676, 0.465, 0.695),
     "S2M-GMM2": (0.265, 0.711, 0.560, 0.689),
     "NN-FT": (0.073, 0.318, 0.528, 0.145),
+    # pre-learned AlexNet features (no -PL run on Omniglot)
+    "NN-PL": (0.070, 0.316, 0.076, None),
+    "SVM-PL": (0.080, 0.481, 0.145, None),
+    "AVG-PL": (0.183, 0.556, 0.212, None),
+    "Gauss-PL": (0.186, 0.529, 0.240, None),
+    "GMM2-PL": (0.180, 0.483, 0.301, None),
 }
 LEVEL_MARGIN = 0.03  # a paper-scale Omniglot mAP "matches" when its 95% interval lies within 3 points
 HIST_MARGIN = 0.02  # the histogram loss approximates Eq. 5 when the paired difference lies within 2 points
@@ -295,7 +402,8 @@ HIST_MARGIN = 0.02  # the histogram loss approximates Eq. 5 when the paired diff
 
 def _t1(row: str) -> str:
     v = PAPER_TABLE1[row]
-    return f"{v[0]:.3f} (ImageNet), {v[1]:.3f} (RGBD), {v[2]:.3f} (Flowers), {v[3]:.3f} (Omniglot)"
+    out = f"{v[0]:.3f} (ImageNet), {v[1]:.3f} (RGBD), {v[2]:.3f} (Flowers)"
+    return out + (f", {v[3]:.3f} (Omniglot)" if v[3] is not None else "")
 
 
 def _pair(pm: str, ps: str, qm: str, qs: str, task: str) -> tuple[tuple[str, str], tuple[str, str], str]:
@@ -312,6 +420,10 @@ def claim_pairs(p: Params) -> dict[str, tuple[tuple[str, str], tuple[str, str], 
         "fig3-gmm-beats-gauss-polysemous": _pair("gmm", k, "gauss", "gauss", "polysemous"),
         "sec44-gmm-beats-gauss-noisy": _pair("gmm", k, "gauss", "gauss", "noisy"),
         "t1-gmm-beats-avg-ft-polysemous": _pair("gmm", k, "avg", "avg", "polysemous"),
+        "t1-ft-beats-pl-gauss": _pair("gauss", "gauss", PL, "gauss", "plain"),
+        "t1-ft-beats-pl-gmm": _pair("gmm", k, PL, k, "plain"),
+        "t1-ft-beats-pl-avg": _pair("avg", "avg", PL, "avg", "plain"),
+        "sec31-gauss-pl-beats-svm-pl": _pair(PL, "gauss", PL, "svm", "plain"),
     }
 
 
@@ -319,11 +431,13 @@ def claims(p: Params, outcomes: dict[str, list[Outcome]] | None = None,
            res: dict[str, list[dict[str, torch.Tensor]]] | None = None) -> ClaimsTable:
     """The claims this notebook tests (from ``p`` alone), measured when ``outcomes`` are given."""
     gk = f"S2M-GMM{p.components}"
-    have = set(p.train_models)
+    have = set(networks(p))
 
     def needs(*models: str) -> tuple[bool, str]:
         missing = [m for m in models if m not in have]
-        return (not missing, f"needs the {', '.join(missing)} objective in train_models" if missing else "")
+        what = [f"the {m} objective in train_models" if m != PL else "pretrained (the -PL network)"
+                for m in missing]
+        return (not missing, f"needs {', '.join(what)}" if missing else "")
 
     omni = p.data == "omniglot" and p.scale == "paper" and p.rotations
     why_omni = "needs Omniglot with rotations at paper scale (the paper's Omniglot retrieval protocol)"
@@ -360,6 +474,25 @@ def claims(p: Params, outcomes: dict[str, list[Outcome]] | None = None,
     add("t1-gmm-beats-avg-ft-polysemous", "Set2Model mixtures beat the mean baseline where concepts are "
         "polysemous", "Table 1 (Flowers)", "S2M-GMM2 0.560 vs AVG-FT 0.439 (Flowers)",
         f"mAP {gk} - AVG-FT, polysemous concepts, paired by concept", Expectation("greater"), ("gmm", "avg"))
+    pl_note = ("our PL network is a cross-entropy classifier of the same training classes, not the paper's "
+               "ImageNet AlexNet")
+    add("t1-ft-beats-pl-gauss", "Fine-tuning through the Gaussian fit beats a Gaussian on pre-learned features "
+        "(S2M-Gauss > Gauss-PL)", "Table 1", f"S2M-Gauss {_t1('S2M-Gauss')}; Gauss-PL {_t1('Gauss-PL')}",
+        f"mAP S2M-Gauss - Gauss-PL, plain concepts, paired by concept ({pl_note})", Expectation("greater"),
+        ("gauss", PL))
+    add("t1-ft-beats-pl-gmm", f"Fine-tuning through the mixture fit beats a mixture on pre-learned features "
+        f"({gk} > GMM{p.components}-PL)", "Table 1",
+        f"S2M-GMM2 {_t1('S2M-GMM2')}; GMM2-PL {_t1('GMM2-PL')}",
+        f"mAP {gk} - GMM{p.components}-PL, plain concepts, paired by concept", Expectation("greater"),
+        ("gmm", PL))
+    add("t1-ft-beats-pl-avg", "Fine-tuning for the mean score beats the mean of pre-learned features (AVG-FT > "
+        "AVG-PL)", "Table 1", f"AVG-FT {_t1('AVG-FT')}; AVG-PL {_t1('AVG-PL')}",
+        "mAP AVG-FT - AVG-PL, plain concepts, paired by concept", Expectation("greater"), ("avg", PL))
+    add("sec31-gauss-pl-beats-svm-pl", "On pre-learned features a generative Gaussian ranks better than a "
+        "discriminative SVM (Gauss-PL > SVM-PL)", "Sec. 3.1, Table 1",
+        f"Gauss-PL {_t1('Gauss-PL')}; SVM-PL {_t1('SVM-PL')}",
+        f"mAP Gauss-PL - SVM-PL (SVM: C = {p.svm_c:g}, {2 * p.eval_set_size} negatives from other concepts' sets), "
+        "plain concepts, paired by concept", Expectation("greater"), (PL,))
     add("sec32-hist-approximates-eq5", "The histogram loss (Eq. 7) is a differentiable approximation of the "
         "violation probability (Eq. 5)", "Sec. 3.2", "",
         f"histogram loss - exact violation rate on test concepts (S2M-Gauss scores, within "
@@ -394,8 +527,9 @@ def reference_values(p: Params, outcomes: dict[str, list[Outcome]],
     res = res if res is not None else evaluate_all(p, outcomes)
     out: dict[str, Any] = {}
     for m in res:
-        for t in TASKS:
-            out[f"{m}/{t}/{own_score(m, p)}"] = mean_ap(res, m, f"{t}/{own_score(m, p)}")
+        for score in ([own_score(m, p)] if m != PL else ["avg", "svm", "gauss"]):
+            for t in TASKS:
+                out[f"{m}/{t}/{score}"] = mean_ap(res, m, f"{t}/{score}")
     table = claims(p, outcomes, res)
     for c in table:
         if c.applies and isinstance(c.measured, stats.Estimate):
@@ -412,13 +546,14 @@ def noise_figure(p: Params, res: dict[str, list[dict[str, torch.Tensor]]]) -> pl
     """mAP against the fraction of irrelevant images in the concept set, per network with its own score
     (and Gaussian retrieval on AVG-FT descriptors), mean over seeds with the 95% interval."""
     fig, ax = plt.subplots(figsize=(5, 3.4))
-    lines = [(m, own_score(m, p)) for m in res] + ([("avg", "gauss")] if "avg" in res else [])
+    lines = [(m, own_score(m, p)) for m in res if m != PL] + ([("avg", "gauss")] if "avg" in res else [])
+    lines += [(PL, "gauss")] if PL in res else []
     rates = sorted({0.0, float(p.eval_noise)} | {float(r) for r in p.noise_curve})
     for i, (m, score) in enumerate(lines):
         est = [mean_ap(res, m, f"{noise_task(p, r)}/{score}") for r in rates]
         y = np.array([e.value for e in est]) * 100
         c = np.array([e.ci95 for e in est]) * 100
-        label = model_label(m, p) if score == own_score(m, p) else f"{score_label(score)} on {model_label(m, p)}"
+        label = score_row_label(m, score, p)
         ax.errorbar(rates, y, yerr=c, marker="o", capsize=3, label=label, color=f"C{i}")
     ax.set(xlabel="fraction of irrelevant images in the concept set", ylabel="mAP (%)",
            title=f"Retrieval under set noise ({p.scale})")
@@ -431,6 +566,8 @@ def task_bars_rows(p: Params, res: dict[str, list[dict[str, torch.Tensor]]]) -> 
     """Rows for :func:`studylib.plots.accuracy_bars`: mAP of each network's own score per task kind."""
     rows = []
     for m in res:
+        if m == PL:
+            continue
         for t in TASKS:
             e = mean_ap(res, m, f"{t}/{own_score(m, p)}")
             rows.append({"task": t, "method": model_label(m, p), "mean": e.value, "ci95": e.ci95})

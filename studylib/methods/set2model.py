@@ -11,10 +11,13 @@ Pieces (all batched over sets, on the inputs' device, the fit and the scores in 
 * :func:`set_scores` -- relevance of queries to sets: ``"gauss"`` (log-likelihood under the ML diagonal
   Gaussian, Eq. 8-9, :func:`studylib.numerics.gaussian.fit_gaussian`), ``"gmm"`` (under a diagonal GMM fitted
   by EM, Eq. 11, :func:`studylib.numerics.gaussian.fit_gmm`), and the baselines of Sec. 4.3: ``"avg"``
-  (dot product with the set mean, Eq. 16) and ``"nn"`` (largest dot product with a set member, Eq. 17).
+  (dot product with the set mean, Eq. 16), ``"nn"`` (largest dot product with a set member, Eq. 17) and
+  ``"svm"`` (the decision value of a one-vs-rest linear SVM of the set against sampled negatives, Eq. 18,
+  :func:`studylib.numerics.svm.linear_svm`; evaluation only, :data:`EVAL_ONLY`).
   Back-propagation through the fit: autograd of the closed form for the Gaussian (Eq. 10); for the GMM,
   EM to convergence without a graph and then ``em_unroll`` EM steps with one (a truncated Neumann series of
-  the implicit gradient of Eq. 13-15; see :mod:`studylib.numerics.gaussian`). Every concept descriptor gets a
+  the implicit gradient of Eq. 13-15), or with ``em_grad="implicit"`` that implicit gradient itself (a
+  batched linear solve; see :mod:`studylib.numerics.gaussian`). Every concept descriptor gets a
   gradient; the authors' fast path that back-propagates only into the first 10 descriptors is not reproduced.
 * :func:`histogram_loss` -- Eq. 5-7 with the conventions as switches (see its docstring; PAPER-NOTES 003).
 * :func:`tuple_scores` -- the training tuples of an episodic batch: for each of its ``ways`` classes, ``X``
@@ -39,8 +42,10 @@ from studylib.data.samplers import Batch
 from studylib.methods import register_method
 from studylib.methods.base import Method
 from studylib.numerics.gaussian import GMM, diag_gaussian_logpdf, fit_gaussian, fit_gmm, gmm_logpdf  # noqa: F401
+from studylib.numerics.svm import linear_svm
 
-SCORES = ("gauss", "gmm", "avg", "nn")
+SCORES = ("gauss", "gmm", "avg", "nn", "svm")
+EVAL_ONLY = ("svm",)  # scores that are evaluated but never trained through (seed 003: no fine-tuning of the SVM)
 RANGES = ("adaptive", "fixed")
 
 
@@ -51,7 +56,8 @@ RANGES = ("adaptive", "fixed")
 @dataclass
 class SetModel:
     """What a set is summarised by for scoring: ``kind`` (one of :data:`SCORES`) and its tensors -- the
-    Gaussian's ``(mu, var)``, the :class:`GMM`, the set mean (``avg``) or the set itself (``nn``)."""
+    Gaussian's ``(mu, var)``, the :class:`GMM`, the set mean (``avg``), the set itself (``nn``) or the SVM's
+    ``(w, b)`` (``svm``)."""
 
     kind: str
     params: Any
@@ -59,20 +65,29 @@ class SetModel:
 
 def fit_sets(sets: torch.Tensor, score: str = "gauss", components: int = 2, var_floor: float = 1e-4,
              em_iters: int = 50, em_tol: float = 1e-5, em_unroll: int = 3,
-             generator: torch.Generator | None = None) -> SetModel:
+             generator: torch.Generator | None = None, em_grad: str = "unrolled",
+             negatives: torch.Tensor | None = None, svm_c: float = 1.0) -> SetModel:
     """Fit the model ``score`` names to each of ``sets [B..., N, d]`` (float32 under autocast; see
     :func:`set_scores` for the arguments)."""
     if score not in SCORES:
         raise ValueError(f"unknown score {score!r}; allowed: {', '.join(SCORES)}")
+    if score == "svm" and negatives is None:
+        raise ValueError("the svm score needs negatives [B..., M, d] (seed 003: 2|X| images sampled from other "
+                         "concepts' sets; see studylib.evaluation.retrieval.svm_negatives)")
     with torch.autocast(sets.device.type, enabled=False):
         sets = sets.float() if sets.dtype in (torch.float16, torch.bfloat16) else sets
         if score == "gauss":
             return SetModel(score, fit_gaussian(sets, var_floor))
         if score == "gmm":
             return SetModel(score, fit_gmm(sets, components, iters=em_iters, tol=em_tol, unroll=em_unroll,
-                                           var_floor=var_floor, generator=generator))
+                                           var_floor=var_floor, generator=generator, grad=em_grad))
         if score == "avg":
             return SetModel(score, sets.mean(-2))
+        if score == "svm":
+            neg = negatives.to(sets.dtype)
+            y = torch.cat([torch.ones(sets.shape[:-1], dtype=sets.dtype, device=sets.device),
+                           -torch.ones(neg.shape[:-1], dtype=sets.dtype, device=sets.device)], -1)
+            return SetModel(score, linear_svm(torch.cat([sets, neg], -2), y, svm_c))
         return SetModel(score, sets)
 
 
@@ -84,6 +99,9 @@ def score_sets(model: SetModel, queries: torch.Tensor) -> torch.Tensor:
             return diag_gaussian_logpdf(queries.to(mu.dtype), mu, var)
         if model.kind == "gmm":
             return gmm_logpdf(queries.to(model.params.means.dtype), model.params)
+        if model.kind == "svm":
+            w, b = model.params
+            return (queries.to(w.dtype) @ w.unsqueeze(-1)).squeeze(-1) + b.unsqueeze(-1)
         p = model.params
         q = queries.to(p.dtype)
         if model.kind == "avg":
@@ -93,7 +111,8 @@ def score_sets(model: SetModel, queries: torch.Tensor) -> torch.Tensor:
 
 def set_scores(sets: torch.Tensor, queries: torch.Tensor, score: str = "gauss", components: int = 2,
                var_floor: float = 1e-4, em_iters: int = 50, em_tol: float = 1e-5, em_unroll: int = 3,
-               generator: torch.Generator | None = None) -> torch.Tensor:
+               generator: torch.Generator | None = None, em_grad: str = "unrolled",
+               negatives: torch.Tensor | None = None, svm_c: float = 1.0) -> torch.Tensor:
     """Relevance of every query to every set.
 
     Args:
@@ -102,13 +121,17 @@ def set_scores(sets: torch.Tensor, queries: torch.Tensor, score: str = "gauss", 
         score: one of :data:`SCORES` (module docstring).
         components: mixture components for ``"gmm"``.
         var_floor: variance floor of the Gaussian / every mixture component.
-        em_iters, em_tol, em_unroll: EM settings (:func:`studylib.numerics.gaussian.fit_gmm`).
+        em_iters, em_tol, em_unroll, em_grad: EM settings (:func:`studylib.numerics.gaussian.fit_gmm`;
+            ``em_grad="implicit"``: the exact gradient of the fixed point, Eq. 13-15).
+        negatives: ``[B..., M, d]`` irrelevant images of each set, the negative class of ``"svm"``.
+        svm_c: the SVM's ``C`` (scikit-learn ``LinearSVC``'s primal, squared hinge).
         generator: random numbers of the GMM's k-means++ seeding (default: the global RNG).
 
     Returns:
         ``[B..., Q]`` float32 (float64 for float64 inputs); higher = more relevant.
     """
-    return score_sets(fit_sets(sets, score, components, var_floor, em_iters, em_tol, em_unroll, generator), queries)
+    return score_sets(fit_sets(sets, score, components, var_floor, em_iters, em_tol, em_unroll, generator, em_grad,
+                               negatives, svm_c), queries)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -228,18 +251,22 @@ class Set2ModelMethod(Method):
         negatives, noise: see :func:`tuple_scores`.
         bins, value_range, half_width, normalize_hist: :func:`histogram_loss` (default: the authors' code's
             100 nodes on the adaptive range with a half-width-2 kernel, normalised histograms).
-        var_floor, em_iters, em_unroll: the fit (:func:`set_scores`).
+        var_floor, em_iters, em_unroll, em_grad: the fit (:func:`set_scores`).
     """
 
     def __init__(self, backbone: nn.Module, augment: Callable[[torch.Tensor], torch.Tensor] | None,
                  score: str = "gauss", components: int = 2, dim: int | None = None, normalize: bool = True,
                  negatives: int | None = None, noise: float = 0.0, bins: int = 100, value_range: str = "adaptive",
                  half_width: float = 2.0, normalize_hist: bool = True, var_floor: float = 1e-4,
-                 em_iters: int = 30, em_unroll: int = 3, num_classes: int | None = None, size: int | None = None,
+                 em_iters: int = 30, em_unroll: int = 3, em_grad: str = "unrolled", num_classes: int | None = None,
+                 size: int | None = None,
                  mean: object = None, std: object = None) -> None:
         super().__init__()
         if score not in SCORES:
             raise ValueError(f"unknown score {score!r}; allowed: {', '.join(SCORES)}")
+        if score in EVAL_ONLY:
+            raise ValueError(f"{score!r} is an evaluation-only score (seed 003 does not fine-tune the SVM); train "
+                             f"with one of {', '.join(x for x in SCORES if x not in EVAL_ONLY)}")
         if score == "gmm" and components < 1:
             raise ValueError(f"components must be >= 1, got {components}")
         if not 0.0 <= noise < 1.0:
@@ -248,7 +275,7 @@ class Set2ModelMethod(Method):
         self.proj = nn.Linear(backbone.out_dim, dim) if dim is not None else None
         self.score, self.normalize, self.negatives, self.noise = score, normalize, negatives, noise
         self.score_kw = {"score": score, "components": components, "var_floor": var_floor, "em_iters": em_iters,
-                         "em_unroll": em_unroll}
+                         "em_unroll": em_unroll, "em_grad": em_grad}
         self.hist_kw = {"bins": bins, "value_range": value_range, "half_width": half_width,
                         "normalize": normalize_hist}
 

@@ -11,9 +11,15 @@ Shapes: ``B...`` leading batch dimensions (one set per entry, e.g. one concept s
   unrolled steps is the first ``r`` terms of the Neumann series of the implicit gradient of the fixed point
   ``theta* = EM(theta*, X)``, ``(I - dEM/dtheta)^-1 dEM/dX``, so it approaches the implicit gradient of
   seed 003's Eq. 13-15 as ``unroll`` grows (EM is a contraction near a strict local maximum).
-  This is the project's choice (a truncated unrolled EM, not the authors' KKT solve of Eq. 15). Every concept
-  descriptor receives a gradient: the authors' code has a fast path that hard-codes 10 samples, so only the
-  first 10 descriptors of a set get one (PAPER-NOTES 003); that bug is not reproduced here.
+  ``grad="implicit"`` gives that limit exactly: the implicit-function gradient of the fixed point (seed 003,
+  Eq. 13-15), the adjoint system ``(I - dEM/dtheta)^T u = dL/dtheta*`` solved per set with one batched
+  ``torch.linalg.solve`` over the ``K (2d + 1)`` parameters, then ``dL/dX = (dEM/dX)^T u``
+  (:class:`_ImplicitEM`). The authors solve the KKT system of the Lagrangian of Eq. 13 (Eq. 15); the EM
+  fixed point is the same stationary point (EM's fixed points are the KKT points of the likelihood with the
+  weight constraint), and differentiating the EM map instead also covers the variance floor, which the
+  likelihood's KKT conditions do not. Every concept descriptor receives a gradient: the authors' code has a
+  fast path that hard-codes 10 samples, so only the first 10 descriptors of a set get one (PAPER-NOTES 003);
+  that bug is not reproduced here.
 * :func:`diag_gaussian_logpdf`, :func:`gmm_logpdf` -- log-densities of query points under the fitted models.
 
 Precision: every function here switches autocast off and computes in at least float32 (bfloat16/float16
@@ -27,6 +33,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+from torch.func import jacrev, vmap
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -151,9 +158,65 @@ def kmeans_pp_init(x: torch.Tensor, k: int, generator: torch.Generator | None = 
     return torch.stack(centres, 1).reshape(*shape, k, d)
 
 
+GRADS = ("unrolled", "implicit")
+
+
+def _pack(gmm: GMM) -> torch.Tensor:
+    """``[B..., K (2d + 1)]``: weights, means and variances of each set, flattened."""
+    lead = gmm.weights.shape[:-1]
+    return torch.cat([gmm.weights, gmm.means.reshape(*lead, -1), gmm.vars.reshape(*lead, -1)], -1)
+
+
+def _unpack(theta: torch.Tensor, k: int, d: int) -> GMM:
+    lead = theta.shape[:-1]
+    return GMM(theta[..., :k], theta[..., k:k + k * d].reshape(*lead, k, d),
+               theta[..., k + k * d:].reshape(*lead, k, d))
+
+
+class _ImplicitEM(torch.autograd.Function):
+    """Identity on a converged EM fixed point ``theta*`` whose backward is the implicit gradient of
+    ``theta* = EM(theta*, X)`` (module docstring): ``u = (I - dEM/dtheta)^-T g`` by a batched linear solve of
+    the per-set ``P x P`` system (``P = K (2d + 1)``), then ``dL/dX = (dEM/dX)^T u``. A set whose system is
+    singular (two identical components: the fixed point is not isolated) falls back to the pseudo-inverse.
+    Not twice differentiable."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, theta: torch.Tensor, k: int, var_floor: float) -> torch.Tensor:
+        ctx.save_for_backward(x, theta)
+        ctx.k, ctx.var_floor = k, var_floor
+        return theta.clone()
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):
+        x, theta = ctx.saved_tensors
+        k, floor = ctx.k, ctx.var_floor
+        n, d = x.shape[-2], x.shape[-1]
+        lead = x.shape[:-2]
+        with torch.autocast(x.device.type, enabled=False), torch.enable_grad():
+            xf = x.detach().reshape(-1, n, d)
+            tf = theta.detach().reshape(-1, theta.shape[-1])
+            gf = g.reshape(-1, g.shape[-1]).to(tf.dtype)
+
+            def em_map(t: torch.Tensor, xs: torch.Tensor) -> torch.Tensor:
+                return _pack(em_step(xs, _unpack(t, k, d), floor)[0])
+
+            jac = vmap(jacrev(em_map, argnums=0))(tf, xf)  # [b, P, P]: d EM(theta) / d theta
+            eye = torch.eye(jac.shape[-1], dtype=jac.dtype, device=jac.device)
+            a = (eye - jac).transpose(-1, -2)
+            u, info = torch.linalg.solve_ex(a, gf.unsqueeze(-1))
+            u = u.squeeze(-1)
+            bad = (info != 0) | ~torch.isfinite(u).all(-1)
+            if bool(bad.any()):
+                u[bad] = (torch.linalg.pinv(a[bad]) @ gf[bad].unsqueeze(-1)).squeeze(-1)
+            xg = xf.clone().requires_grad_(True)
+            out = em_map(tf, xg)
+            (gx,) = torch.autograd.grad(out, xg, u)
+        return gx.reshape(*lead, n, d).to(x.dtype), None, None, None
+
+
 def fit_gmm(x: torch.Tensor, k: int, iters: int = 100, tol: float = 1e-5, unroll: int = 3,
             var_floor: float = 1e-4, init: GMM | torch.Tensor | None = None,
-            generator: torch.Generator | None = None) -> GMM:
+            generator: torch.Generator | None = None, grad: str = "unrolled") -> GMM:
     """Diagonal GMM of ``k`` components fitted to each set by EM, differentiable in ``x`` (module docstring).
 
     Args:
@@ -162,7 +225,14 @@ def fit_gmm(x: torch.Tensor, k: int, iters: int = 100, tol: float = 1e-5, unroll
         iters: most EM iterations without a graph (stops earlier when every set's mean log-likelihood
             changes by less than ``tol``).
         tol: convergence tolerance on the mean log-likelihood per point.
-        unroll: EM iterations taken with a graph after convergence (0: the fit is a constant to autograd).
+        unroll: ``grad="unrolled"``: EM iterations taken with a graph after convergence (0: the fit is a
+            constant to autograd). Ignored by ``grad="implicit"``.
+        grad: ``"unrolled"`` (default: ``unroll`` EM steps back-propagated from the detached fixed point, a
+            truncated Neumann series of the implicit gradient; cheap, and it stays well defined when training
+            stops EM before convergence) or ``"implicit"`` (the exact gradient of the fixed point, seed 003
+            Eq. 13-15, by a batched solve of the ``K (2d + 1)`` adjoint system per set; exact only when EM has
+            converged, and its cost grows with ``(K d)^2`` per set). The default stays ``"unrolled"`` for those
+            two reasons; with enough unrolled steps the two agree (tests/methods/test_set2model.py).
         var_floor: added to every component variance (scikit-learn's ``reg_covar``): keeps a component that
             collapses on one point finite.
         init: warm start, a previous :class:`GMM` of the same sets (seed 003 Sec. 4.2 memorises each class's
@@ -178,6 +248,8 @@ def fit_gmm(x: torch.Tensor, k: int, iters: int = 100, tol: float = 1e-5, unroll
         raise ValueError(f"a set of {x.shape[-2]} points cannot hold {k} components; use k <= set size")
     if iters < 0 or unroll < 0:
         raise ValueError(f"iters and unroll must be >= 0, got {iters}, {unroll}")
+    if grad not in GRADS:
+        raise ValueError(f"grad must be one of {GRADS}, got {grad!r}")
     with torch.autocast(x.device.type, enabled=False):
         (x,) = _f32(x)
         xd = x.detach()
@@ -196,6 +268,11 @@ def fit_gmm(x: torch.Tensor, k: int, iters: int = 100, tol: float = 1e-5, unroll
                 if prev is not None and bool(((ll - prev).abs() <= tol).all()):
                     break
                 prev = ll
+        if grad == "implicit":
+            if not x.requires_grad:
+                return gmm
+            theta = _ImplicitEM.apply(x, _pack(gmm), k, var_floor)
+            return _unpack(theta, k, x.shape[-1])
         for _ in range(unroll):
             gmm, _ = em_step(x, gmm, var_floor)
         return gmm

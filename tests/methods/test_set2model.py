@@ -10,11 +10,12 @@ import pytest
 import torch
 
 from studylib.data.samplers import EpisodicSampler
-from studylib.evaluation.retrieval import average_precision, retrieval_tasks
+from studylib.evaluation.retrieval import average_precision, retrieval_tasks, svm_negatives
 from studylib.methods import build_method
 from studylib.methods.set2model import histogram_loss, set_scores, tuple_scores, violation_rate
 from studylib.numerics.gaussian import (GMM, diag_gaussian_logpdf, fit_gaussian, fit_gmm, gmm_logpdf,
                                         kmeans_pp_init)
+from studylib.numerics.svm import linear_svm, svm_objective
 
 
 def _clusters(b: int, n_per: int, k: int, d: int, sep: float = 8.0, seed: int = 0, dtype=torch.float64):
@@ -112,6 +113,68 @@ def test_short_unroll_gradient_approaches_the_long_one():
         grads[r] = x.grad
     err = {r: float((grads[r] - grads[300]).norm() / grads[300].norm()) for r in (1, 3, 10)}
     assert err[1] > 1e-2 and err[1] > err[3] > err[10] and err[10] < 1e-3, err  # one step alone is not exact
+
+
+def test_implicit_em_gradient_matches_finite_differences_of_the_converged_fit():
+    """The implicit gradient of the fixed point (seed 003, Eq. 13-15) against central finite differences of
+    the converged fit (tight tolerance, fixed warm start: a smooth function of X)."""
+    x0 = _clusters(b=2, n_per=4, k=2, d=2, sep=1.0, seed=3)
+    init = x0[:, [0, 4]].clone()
+    q = torch.randn(2, 3, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+
+    def loss(x):
+        gmm = fit_gmm(x, 2, iters=5000, tol=1e-15, var_floor=1e-3, init=init, grad="implicit")
+        return gmm_logpdf(q, gmm).sum() + (gmm.weights ** 2).sum() + gmm.vars.sum()
+
+    x = x0.clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(loss(x), x)
+    fd = torch.zeros_like(x0)
+    eps = 1e-6
+    for i in range(x0.numel()):
+        e = torch.zeros(x0.numel(), dtype=x0.dtype)
+        e[i] = eps
+        e = e.reshape(x0.shape)
+        fd.view(-1)[i] = (loss(x0 + e) - loss(x0 - e)) / (2 * eps)
+    torch.testing.assert_close(g, fd, rtol=1e-5, atol=1e-6)
+    assert torch.autograd.gradcheck(lambda a: loss(a), (x0.clone().requires_grad_(True),), eps=1e-6, atol=1e-5,
+                                    rtol=1e-4)
+
+
+def test_implicit_em_gradient_equals_many_unrolled_steps():
+    x0 = _clusters(b=3, n_per=6, k=2, d=3, sep=0.5, seed=4)
+    init = x0[:, [0, 6]].clone()
+    z = torch.randn(3, 4, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    grads = {}
+    for grad, r in (("implicit", 0), ("unrolled", 400)):
+        x = x0.clone().requires_grad_(True)
+        gmm = fit_gmm(x, 2, iters=3000, tol=1e-14, unroll=r, var_floor=1e-3, init=init, grad=grad)
+        (gmm_logpdf(z, gmm).sum() + gmm.weights[..., 0].sum()).backward()
+        grads[grad] = x.grad
+    torch.testing.assert_close(grads["implicit"], grads["unrolled"], rtol=1e-6, atol=1e-7)
+
+
+def test_one_component_implicit_gradient_is_the_closed_form_gaussians():
+    g = torch.Generator().manual_seed(7)
+    x0 = torch.randn(3, 9, 5, generator=g, dtype=torch.float64)
+    z = torch.randn(3, 4, 5, generator=g, dtype=torch.float64)
+    x = x0.clone().requires_grad_(True)
+    gmm = fit_gmm(x, 1, var_floor=1e-6, grad="implicit")
+    (gi,) = torch.autograd.grad(gmm_logpdf(z, gmm).sum() + gmm.vars.sum(), x)
+    x = x0.clone().requires_grad_(True)
+    mu, var = fit_gaussian(x, var_floor=1e-6)
+    (gc,) = torch.autograd.grad(diag_gaussian_logpdf(z, mu, var).sum() + var.sum(), x)
+    torch.testing.assert_close(gi, gc, rtol=1e-9, atol=1e-10)
+
+
+def test_implicit_gradient_is_float32_under_autocast_and_rejects_unknown_modes():
+    x = torch.nn.functional.normalize(torch.randn(2, 10, 8), dim=-1).requires_grad_(True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        gmm = fit_gmm(x, 2, grad="implicit", generator=torch.Generator().manual_seed(0))
+        gmm_logpdf(torch.randn(5, 8), gmm).sum().backward()
+    assert gmm.means.dtype == torch.float32 and x.grad.dtype == torch.float32
+    assert bool(torch.isfinite(x.grad).all()) and bool((x.grad.abs().sum(-1) > 0).all())
+    with pytest.raises(ValueError, match="grad must be one of"):
+        fit_gmm(x, 2, grad="exact")
 
 
 def test_every_concept_descriptor_gets_a_gradient():
@@ -239,14 +302,85 @@ def test_tuple_scores_split_positives_and_negatives():
     assert tuple_scores(emb, shots, negatives=3, score="nn")[1].shape == (w, 3)
 
 
-@pytest.mark.parametrize("score", ["gauss", "gmm", "avg", "nn"])
+# ---------------------------------------------------------------- SVM baseline (Eq. 18)
+
+@pytest.mark.parametrize("c", [0.1, 1.0, 10.0])
+def test_linear_svm_matches_sklearn_linearsvc(c):
+    from sklearn.svm import LinearSVC
+    g = torch.Generator().manual_seed(11)
+    x = torch.nn.functional.normalize(torch.randn(4, 30, 12, generator=g, dtype=torch.float64), dim=-1)
+    y = torch.where(torch.arange(30) < 10, 1.0, -1.0).to(torch.float64).expand(4, 30).clone()
+    x[:, :10] += 0.4 * torch.randn(4, 1, 12, generator=g, dtype=torch.float64)  # a shifted positive class
+    w, b = linear_svm(x, y, c)
+    z = torch.randn(50, 12, generator=g, dtype=torch.float64)
+    for i in range(4):
+        sk = LinearSVC(C=c, loss="squared_hinge", tol=1e-12, max_iter=200000).fit(x[i].numpy(), y[i].numpy())
+        np.testing.assert_allclose(w[i].numpy(), sk.coef_[0], rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(float(b[i]), sk.intercept_[0], rtol=1e-6, atol=1e-7)
+        ours = (z @ w[i] + b[i]).numpy()
+        np.testing.assert_allclose(ours, sk.decision_function(z.numpy()), rtol=1e-6, atol=1e-7)
+        assert np.corrcoef(ours, sk.decision_function(z.numpy()))[0, 1] > 0.999999
+    # the optimum: no step of the objective lowers it
+    f = svm_objective(torch.cat([w, b[:, None]], -1), x, y, c)
+    for eps in (1e-4, -1e-4):
+        assert bool((svm_objective(torch.cat([w, b[:, None]], -1) + eps, x, y, c) >= f).all())
+
+
+def test_svm_retrieval_ap_matches_sklearn_linearsvc_on_a_toy_problem():
+    from sklearn.svm import LinearSVC
+    g = torch.Generator().manual_seed(12)
+    centres = torch.randn(8, 6, generator=g, dtype=torch.float64) * 1.2
+    labels = torch.arange(8).repeat_interleave(15)
+    feats = torch.nn.functional.normalize(centres[labels] + torch.randn(120, 6, generator=g, dtype=torch.float64),
+                                          dim=-1)
+    tasks = retrieval_tasks(labels, 5, noise=0.2, seed=3)
+    neg = svm_negatives(tasks, labels, 10, seed=0)
+    s = set_scores(feats[tasks.sets], feats, "svm", negatives=feats[neg], svm_c=1.0)
+    valid = tasks.valid.clone()
+    valid.scatter_(1, neg, False)  # the SVM's negatives are left out of its ranking
+    ap = average_precision(s, tasks.relevant, valid)
+    ref = []
+    for c in range(len(tasks.sets)):
+        xs = torch.cat([feats[tasks.sets[c]], feats[neg[c]]]).numpy()
+        ys = np.r_[np.ones(5), -np.ones(10)]
+        d = LinearSVC(C=1.0, tol=1e-12, max_iter=200000).fit(xs, ys).decision_function(feats.numpy())
+        assert np.corrcoef(d, s[c].numpy())[0, 1] > 0.99999
+        ref.append(average_precision(torch.from_numpy(d)[None], tasks.relevant[c:c + 1], valid[c:c + 1]))
+    torch.testing.assert_close(ap, torch.cat(ref), rtol=0, atol=1e-9)
+    assert float(ap.mean()) > 0.3  # far above chance (1/8): the toy concepts are learnable
+
+
+def test_svm_negatives_come_from_other_concepts_sets_outside_the_concept():
+    labels = torch.arange(12).repeat_interleave(10)
+    tasks = retrieval_tasks(labels, 6, noise=0.5, merge=2, seed=1)
+    neg = svm_negatives(tasks, labels, 12, seed=0)
+    assert neg.shape == (len(tasks.sets), 12)
+    for c in range(len(tasks.sets)):
+        others = set(torch.cat([tasks.sets[:c], tasks.sets[c + 1:]]).reshape(-1).tolist())
+        assert set(neg[c].tolist()) <= others and len(set(neg[c].tolist())) == 12
+        assert not bool(torch.isin(labels[neg[c]], tasks.classes[c]).any())
+    torch.testing.assert_close(neg, svm_negatives(tasks, labels, 12, seed=0))  # deterministic in the seed
+    with pytest.raises(ValueError, match="fewer than"):
+        svm_negatives(tasks, labels, 1000)
+
+
+def test_svm_is_an_evaluation_only_score():
+    from studylib.models import build_backbone
+    with pytest.raises(ValueError, match="evaluation-only"):
+        build_method("set2model", build_backbone("conv4", in_channels=1, hidden=8), None, score="svm")
+    with pytest.raises(ValueError, match="needs negatives"):
+        set_scores(torch.randn(2, 5, 4), torch.randn(3, 4), "svm")
+
+
+@pytest.mark.parametrize("score", ["gauss", "gmm", "avg", "nn", "gmm-implicit"])
 def test_method_trains_on_episodic_batches(score):
     from studylib.models import build_backbone
     torch.manual_seed(0)
     labels = torch.arange(6).repeat_interleave(8)
     images = torch.randint(0, 256, (48, 1, 28, 28), dtype=torch.uint8)
     batch = EpisodicSampler(labels, ways=4, shots=4, queries=3, episodes_per_epoch=1, seed=0).epoch(0)[0]
-    m = build_method("set2model", build_backbone("conv4", in_channels=1, hidden=8), None, score=score, dim=16)
+    kw = {"score": "gmm", "em_grad": "implicit"} if score == "gmm-implicit" else {"score": score}
+    m = build_method("set2model", build_backbone("conv4", in_channels=1, hidden=8), None, dim=16, **kw)
     loss, logs = m.loss(images[batch.indices], batch)
     loss.backward()
     assert math.isfinite(float(loss)) and 0 <= float(logs["violation"]) <= 1
@@ -280,6 +414,11 @@ def test_scores_stay_on_the_device():
     x = torch.randn(2, 10, 4, device="cuda")
     for score in ("gauss", "gmm", "avg", "nn"):
         assert set_scores(x, torch.randn(5, 4, device="cuda"), score).device.type == "cuda"
+    s = set_scores(x, torch.randn(5, 4, device="cuda"), "svm", negatives=torch.randn(2, 20, 4, device="cuda"))
+    assert s.device.type == "cuda"
+    xg = x.clone().requires_grad_(True)
+    gmm_logpdf(torch.randn(5, 4, device="cuda"), fit_gmm(xg, 2, grad="implicit")).sum().backward()
+    assert xg.grad.device.type == "cuda" and bool(torch.isfinite(xg.grad).all())
     labels = torch.arange(4, device="cuda").repeat_interleave(5)
     t = retrieval_tasks(labels, 3)
     assert t.sets.device.type == "cuda"
