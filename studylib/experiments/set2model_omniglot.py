@@ -174,9 +174,10 @@ def make_spec(p: Params, model: str, seed: int) -> RunSpec:
                           queries=p.relevant, batches_per_epoch=p.batches_per_epoch, optimizer=p.optimizer,
                           lr=p.lr, weight_decay=0.0, schedule="constant", milestones=[], seed=seed,
                           device=p.device, scale=p.scale),
-        # the runner's own evaluation is a cheap stub; the likelihood classification is evaluated below
+        # the runner's own evaluation is a cheap stub (on the smaller validation split: it extracts features of
+        # the whole split); the likelihood classification of the test split is evaluated below
         eval=EvalSpec(ways=2, shots=[1], queries=1, episodes=10, classifiers=["nearest_centroid"], cl2n=False,
-                      val_episodes=0, seed=0))
+                      split="val", val_episodes=0, seed=0))
 
 
 def run(p: Params, progress: bool = True) -> dict[str, list[Outcome]]:
