@@ -279,6 +279,10 @@ def accuracy_figure(p: Params, res: dict[str, list[dict[str, torch.Tensor]]]) ->
     """Accuracy by way and method with 95% intervals over training seeds (paired episodes)."""
     fig = plots.accuracy_bars(figure_rows(p, res), group="setting", hue="method",
                               title=f"Set2Model few-shot classification on {p.data} ({p.scale})")
+    fig.set_size_inches(fig.get_size_inches()[0] + 2.2, fig.get_size_inches()[1])
+    ax = fig.axes[0]
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: the bars reach the top
+    fig.tight_layout()
     return fig
 
 
