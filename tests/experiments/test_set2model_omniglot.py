@@ -1,0 +1,96 @@
+"""Notebook 12_set2model_omniglot (seed 003 Table 2): parameters, protocol, claims, and an integration test on
+the real Omniglot subset ``images_background_small1.zip``, read in place through the project's Omniglot reader
+(``$STUDYLIB_OMNIGLOT_ZIP``, else ``<repo>/../shared/data/omniglot/``); it skips cleanly when absent."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from studylib.config import ParamError, load_params
+from studylib.evaluation import stats
+from studylib.experiments import set2model_omniglot as mod
+from studylib.experiments.runner import run_spec
+
+
+def _omniglot_zip() -> Path | None:
+    env = os.environ.get("STUDYLIB_OMNIGLOT_ZIP")
+    candidates = [Path(env)] if env else []
+    candidates.append(Path(__file__).resolve().parents[2].parent / "shared" / "data" / "omniglot"
+                      / "images_background_small1.zip")
+    return next((p for p in candidates if p.is_file()), None)
+
+
+def test_paper_params_are_the_papers_classification_protocol():
+    p = load_params(mod.Params, mod.NOTEBOOK, "paper")
+    assert (p.data, p.rotations, p.split, p.hidden, p.dim) == ("omniglot", True, "vinyals", 64, None)
+    assert (p.tuples, p.set_size, p.relevant, p.negatives) == (3, 5, 15, 20)  # Sec. 4.4
+    assert (p.eval_ways, p.eval_shots) == ([5, 20], 5)  # Table 2
+    assert len(p.seeds) >= 3
+
+
+def test_bad_parameters_are_refused_before_training():
+    with pytest.raises((ValueError, ParamError), match="negatives"):
+        mod.Params(negatives=40, tuples=2).check()
+    with pytest.raises((ValueError, ParamError), match="eval_shots"):
+        mod.Params(eval_shots=1).check()
+    with pytest.raises((ValueError, ParamError), match="train_models"):
+        mod.Params(train_models=[]).check()
+
+
+def test_static_claims_and_paper_scale_applicability():
+    smoke = mod.claims(mod.Params())
+    ids = [c.id for c in smoke]
+    assert len(ids) == len(set(ids)) == 3 + 4 * 2
+    assert not any(c.applies for c in smoke if c.id.startswith("t2-"))  # need real Omniglot at paper scale
+    assert all(c.applies for c in smoke if not c.id.startswith("t2-"))
+    paper = mod.claims(load_params(mod.Params, mod.NOTEBOOK, "paper"))
+    assert all(c.applies for c in paper)
+    no_avg = mod.claims(mod.Params(train_models=["gauss", "gmm"]))
+    assert not no_avg["s2m-gauss-beats-avg-ft-5way"].applies and no_avg["s2m-gauss-beats-gmm-5way"].applies
+
+
+def test_effects_are_paired_differences_over_seeds():
+    p = mod.Params(seeds=[0, 1])
+    g = torch.Generator().manual_seed(0)
+
+    def seed_result(shift: float) -> dict[str, torch.Tensor]:
+        return {f"{w}way/{c}": (torch.rand(10, generator=g, dtype=torch.float64) * 0.2 + 0.5 + shift
+                                 + (0.1 if c == "gauss" else 0.0))
+                for w in p.eval_ways for c in mod.CLASSIFIERS}
+
+    res = {"gauss": [seed_result(0.1), seed_result(0.1)], "gmm": [seed_result(0.0), seed_result(0.0)],
+           "avg": [seed_result(0.0), seed_result(0.0)]}
+    eff = mod.effects(p, res)
+    ref = stats.paired_difference([r["5way/gauss"] for r in res["gauss"]], [r["5way/centroid"] for r in res["gauss"]])
+    assert eff["gauss-likelihood-beats-centroid-5way"].value == pytest.approx(ref.value)
+    assert eff["s2m-gauss-beats-avg-ft-20way"].value > 0
+    assert eff["t2-s2m-gauss-5way-level"].value == pytest.approx(mod.accuracy(res, "gauss", 5, "gauss").value - 0.985)
+
+
+@pytest.mark.skipif(_omniglot_zip() is None, reason="images_background_small1.zip not found: set "
+                                                    "STUDYLIB_OMNIGLOT_ZIP or provide ../shared/data/omniglot/")
+def test_set2model_trained_on_real_omniglot_classifies_by_likelihood_above_chance(tmp_path, monkeypatch):
+    """The paper's data path (rotations as classes, Vinyals split, |X| = 5, |Z+| = 15, |Z-| = 20, 3 tuples per
+    batch) through the real reader; a small S2M-Gauss network trained for a few steps; 5-shot 5- and 20-way
+    likelihood classification of unseen characters must clearly beat chance."""
+    monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path / "cache"))
+    p = load_params(mod.Params, mod.NOTEBOOK, "paper", data_root=str(_omniglot_zip()), hidden=16, epochs=1,
+                    batches_per_epoch=80, eval_episodes=10, seeds=[0], train_models=["gauss"], device="cpu")
+    ds = mod.load_data(p)
+    assert ds["train"].num_classes % 4 == 0 and ds["test"].num_classes % 4 == 0  # every character in 4 rotations
+    assert ds["test"].num_classes >= 20
+    out = run_spec(mod.make_spec(p, "gauss", 0), progress=False)
+    steps = [m for m in out.metrics if "violation" in m]
+    assert len(steps) == 80 and all(0.0 <= m["violation"] <= 1.0 for m in steps)
+    acc = mod.classify(p, out)
+    assert set(acc) == {f"{w}way/{c}" for w in (5, 20) for c in mod.CLASSIFIERS}
+    assert all(a.shape == (10,) for a in acc.values())
+    # 10 episodes of 75 (5-way) or 300 (20-way) queries: twice (three times) chance is far outside its noise
+    assert float(acc["5way/gauss"].mean()) > 2 * 0.2  # chance 0.2
+    assert float(acc["20way/gauss"].mean()) > 3 * 0.05  # chance 0.05
+    assert float(acc["5way/gmm"].mean()) > 1.75 * 0.2
+    assert mod.classify(p, out).keys() == acc.keys()  # cached in the run folder
