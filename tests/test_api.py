@@ -146,3 +146,15 @@ def test_spe_runs_classify_with_their_own_posterior(tmp_path):
         ref = method.classifier()(gs.view(w, -1, gs.shape[-1])[None], gq[None])[0]
     assert torch.allclose(pred.scores, ref, atol=1e-4) and pred.labels == ref.argmax(-1).tolist()
     assert model.embed(s).shape[1] == 2  # embeddings are the means mu
+
+
+def test_every_documented_classifier_is_registered_after_importing_the_api_alone():
+    """A fresh interpreter that imports only studylib.api can name every classifier the API documents (the
+    "opta" family used to be registered only when another module happened to import studylib.methods.opta)."""
+    import subprocess
+    import sys
+
+    code = ("import studylib.api\nfrom studylib.evaluation import CLASSIFIERS\n"
+            "print(' '.join(sorted(CLASSIFIERS)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert {"nearest_centroid", "soft_assignment", "knn", "logreg", "opta", "opta_nearest"} <= set(out)

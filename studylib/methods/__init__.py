@@ -48,3 +48,4 @@ from studylib.methods import beclr as _beclr  # noqa: E402,F401
 from studylib.methods import spe as _spe  # noqa: E402,F401
 from studylib.methods import set2model as _set2model  # noqa: E402,F401
 from studylib.methods import infopatch as _infopatch  # noqa: E402,F401
+from studylib.methods import opta as _opta  # noqa: E402,F401  (registers the "opta" classifiers)
