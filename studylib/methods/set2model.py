@@ -308,6 +308,13 @@ register_method("set2model")(Set2ModelMethod)
 # Few-shot classification by likelihood (Table 2), batched over episodes and classes
 # ----------------------------------------------------------------------------------------------------------
 
+def _check_classification_score(score: str) -> None:
+    if score not in SCORES or score in EVAL_ONLY:
+        allowed = ", ".join(s for s in SCORES if s not in EVAL_ONLY)
+        raise ValueError(f"unknown score {score!r} for classification by likelihood; allowed: {allowed} (an SVM "
+                         f"needs negatives beyond the episode's classes)")
+
+
 def likelihood_scores(support: torch.Tensor, query: torch.Tensor, score: str = "gauss", components: int = 2,
                       var_floor: float = 1e-4, em_iters: int = 100, em_tol: float = 1e-6,
                       seed: int | None = 0) -> torch.Tensor:
@@ -335,6 +342,7 @@ def likelihood_scores(support: torch.Tensor, query: torch.Tensor, score: str = "
             or support.shape[3] != query.shape[2]:
         raise ValueError(f"likelihood_scores takes support [E, w, n, D] and query [E, Q, D], got "
                          f"{tuple(support.shape)} and {tuple(query.shape)}")
+    _check_classification_score(score)
     if score == "gmm" and support.shape[2] < components:
         raise ValueError(f"a {components}-component GMM needs at least {components} support images per class, "
                          f"got {support.shape[2]}-shot episodes; lower components or raise the shots")
@@ -347,8 +355,7 @@ def likelihood_scores(support: torch.Tensor, query: torch.Tensor, score: str = "
 
 def likelihood_classifier(score: str = "gauss", **kw: Any) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """:func:`likelihood_scores` with fixed options, as a classifier ``(support, query) -> [E, Q, w]``."""
-    if score not in SCORES:
-        raise ValueError(f"unknown score {score!r}; allowed: {', '.join(SCORES)}")
+    _check_classification_score(score)
 
     def classify(support: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
         return likelihood_scores(support, query, score, **kw)

@@ -103,7 +103,11 @@ def test_classifier_factory_and_errors():
     assert clf(support, query).shape == (4, 6, 5)
     assert (clf(support, query).argmax(-1) == labels).float().mean() > 0.8
     with pytest.raises(ValueError, match="unknown score"):
-        likelihood_classifier("svm")
+        likelihood_classifier("svm")  # a registered retrieval score, but it needs negatives
+    with pytest.raises(ValueError, match="unknown score"):
+        likelihood_scores(support, query, "svm")
+    with pytest.raises(ValueError, match="unknown score"):
+        likelihood_classifier("mahalanobis")
     with pytest.raises(ValueError, match="support images per class"):
         likelihood_scores(support[:, :, :1], query, "gmm", components=2)
     with pytest.raises(ValueError, match=r"support \[E, w, n, D\]"):
