@@ -35,8 +35,6 @@ import numpy as np
 import torch
 from matplotlib.offsetbox import AnnotationBbox, OffsetImage
 from matplotlib.patches import Ellipse
-from scipy.stats import spearmanr
-from sklearn.metrics import roc_auc_score
 
 from studylib.config import param
 from studylib.data.base import FewShotDataset
@@ -320,6 +318,7 @@ def variance_sweep(t: Trained, probe: LShapeProbe, align: dict[str, Any], name: 
 def sweep_trends(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per probe and dimension: variance at the mildest and the strongest level, their ratio, and the Spearman
     rank correlation between level and mean variance (over levels) with its p-value."""
+    from scipy.stats import spearmanr  # imported where used: scipy.stats and sklearn are slow to import
     out = []
     for probe in dict.fromkeys(r["probe"] for r in rows):
         for role in ("colour", "orientation"):
@@ -362,6 +361,7 @@ def auroc_ci(clean: np.ndarray, shifted: np.ndarray, paired: bool, resamples: in
     """AUROC of ``shifted`` (positive) against ``clean`` scores (sklearn ``roc_auc_score``) and a 95% percentile
     bootstrap interval; ``paired`` resamples the pairs ``(clean[i], shifted[i])`` jointly (same latents)."""
     y = np.r_[np.zeros(len(clean)), np.ones(len(shifted))]
+    from sklearn.metrics import roc_auc_score
     auc = float(roc_auc_score(y, np.r_[clean, shifted]))
     rng = np.random.default_rng(seed)
     boots = []

@@ -17,6 +17,9 @@ def test_t95_matches_tables():
     assert stats.t95(1) == pytest.approx(12.706, abs=1e-3)
     assert stats.t95(2) == pytest.approx(4.303, abs=1e-3)
     assert stats.t95(4) == pytest.approx(2.776, abs=1e-3)
+    from scipy.stats import t  # the library quantile t95 replaces (scipy.special is lighter to import)
+    for dof in (1, 2, 3, 5, 9, 29, 99, 10_000):
+        assert stats.t95(dof) == pytest.approx(t.ppf(0.975, dof), rel=1e-12)
     with pytest.raises(ValueError):
         stats.t95(0)
 
