@@ -88,8 +88,10 @@ class BeclrParams(DataParams):
     schedule: str = param("cosine", choices=SCHEDULES)
     eval_ways: int = param(5, ge=2)
     eval_shots: list[int] = param([1, 5], ge=1)
-    eval_queries: int = param(15, ge=1)
+    eval_queries: int = param(15, ge=1, cut=True)
     eval_episodes: int = param(200, ge=1, help="episodes per evaluation (paper: 2000)", cut=True)
+    eval_mean_images: int | None = param(None, ge=1, help="CL2N centre from this many training images (None: all, "
+                                                          "as the paper)", cut=True)
     eval_split: str = param("test", choices=("val", "test"))
     opta_passes_1shot: int = param(5, ge=0, help="OpTA passes delta for 1-shot (authors: 5)")
     opta_passes_kshot: int = param(1, ge=0, help="OpTA passes delta for more shots (authors: 1)")
@@ -157,7 +159,8 @@ def beclr_spec(p: BeclrParams, train_images: int, label: str = "dyce", seed: int
                      optimizer="sgd", lr=p.lr * p.batch_size / 256, momentum=p.momentum, weight_decay=p.weight_decay,
                      schedule=p.schedule, seed=seed, device=p.device, val_every=1, scale=p.scale)
     ev = EvalSpec(ways=p.eval_ways, shots=list(p.eval_shots), queries=p.eval_queries, episodes=p.eval_episodes,
-                  classifiers=["nearest_centroid"], cl2n=True, split=p.eval_split, val_episodes=0, seed=EVAL_SEED)
+                  classifiers=["nearest_centroid"], cl2n=True, split=p.eval_split, val_episodes=0, seed=EVAL_SEED,
+                  mean_images=p.eval_mean_images)
     bb_opts = {"hidden": p.conv4_hidden} if p.backbone == "conv4" and p.conv4_hidden != 64 else {}
     return RunSpec(name=f"beclr001-{label}", data=data_spec(p), backbone=p.backbone, backbone_options=bb_opts,
                    method="beclr", method_options=opts, augment=p.augment, augment_options=dict(blur), train=tc,

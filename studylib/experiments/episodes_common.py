@@ -54,7 +54,7 @@ class CommonParams(DataParams):
     schedule: str = param("step", choices=SCHEDULES)
     milestones: list[float] = param([0.7], ge=0, le=1, help="fractions of training where the step schedule decays")
     eval_ways: int = param(5, ge=2)
-    eval_queries: int = param(15, ge=1)
+    eval_queries: int = param(15, ge=1, cut=True)
     eval_episodes: int = param(1000, ge=1, help="evaluation episodes per model (paper: 10,000)", cut=True)
     eval_split: str = param("val", choices=("val", "test"), help="split the figures are measured on")
     val_episodes: int = param(0, ge=0, help="validation episodes after each epoch (0: none)", cut=True)

@@ -94,7 +94,7 @@ class Params(DataParams):
                                                                 "image (the paper's figure)")
     block_frac: float = param(0.5, gt=0, le=1, help="side of the paper reading's pixel square, as a fraction")
     eval_shots: list[int] = param([1, 5], ge=1)
-    eval_queries: int = param(15, ge=1)
+    eval_queries: int = param(15, ge=1, cut=True)
     eval_episodes: int = param(300, ge=1, help="test episodes per model (paper: 2000)", cut=True)
     val_episodes: int = param(50, ge=0, help="validation episodes after each epoch, for model selection (0: "
                                             "keep the last epoch)", cut=True)

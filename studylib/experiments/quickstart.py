@@ -41,7 +41,7 @@ class Params(DataParams):
     milestones: list[float] = param([0.7], ge=0, le=1, help="fractions of training where the step schedule decays")
     eval_ways: int = param(5, ge=2)
     eval_shots: list[int] = param([1, 5], ge=1)
-    eval_queries: int = param(15, ge=1)
+    eval_queries: int = param(15, ge=1, cut=True)
     eval_episodes: int = param(1000, ge=1, help="test episodes per model (paper: 10,000)", cut=True)
     eval_mean_images: int | None = param(None, ge=1, help="CL2N centre from this many training images (None: all)",
                                          cut=True)
