@@ -102,3 +102,14 @@ def test_a_missing_paper_data_set_gets_two_lines(tmp_path):
     lines = [p.line() for p in report.problems]
     assert len(lines) == 1 and lines[0].count("\n") == 1, lines  # what is missing / where, size and layout
     assert "miniImageNet" in lines[0] and "mini-imagenet-cache-train.pkl" in lines[0] and "GB" in lines[0]
+
+
+def test_list_paper_estimates_gpu_hours_from_the_measured_step_time():
+    """00_quickstart at paper scale: 120 epochs x miniImageNet's 38,400 training images x 3 seeds at the
+    9,400 img/s GPU-NOTES.md measured for its loop (ResNet-12, 84 px, H100)."""
+    from studylib.notebooks import paper_estimate, paper_list
+    e = paper_estimate("00_quickstart")
+    assert e["data"] == "mini_imagenet" and e["folder"] == "data/mini-imagenet"
+    assert e["gpu_hours"] == pytest.approx(120 * 38_400 * 3 / 9_400 / 3600)
+    assert "GPU-NOTES.md" in str(e["source"])
+    assert "9,400 img/s" in paper_list()
