@@ -113,3 +113,20 @@ def test_list_paper_estimates_gpu_hours_from_the_measured_step_time():
     assert e["gpu_hours"] == pytest.approx(120 * 38_400 * 3 / 9_400 / 3600)
     assert "GPU-NOTES.md" in str(e["source"])
     assert "9,400 img/s" in paper_list()
+
+
+def test_readme_and_notebook_90_state_the_minimum_and_the_path_for_fewer_classes():
+    import json
+    repo = Path(__file__).resolve().parent.parent
+    # split=random, 64/16/20 with the reader's rounding: the fewest classes leaving 5 (2) test classes
+    five = next(n for n in range(3, 100) if round(0.2 * n) >= 5 and n - round(0.16 * n) - round(0.2 * n) >= 2)
+    two = next(n for n in range(3, 100) if round(0.2 * n) >= 2 and n - round(0.16 * n) - round(0.2 * n) >= 2)
+    assert (preflight.min_classes_random(5), preflight.min_classes_random(2)) == (five, two)
+    nb = json.loads((repo / "notebooks" / f"{NB}.ipynb").read_text(encoding="utf-8"))
+    md = " ".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    readme = (repo / "README.md").read_text(encoding="utf-8")
+    for text in (readme, md):
+        flat = " ".join(text.split())
+        assert f"at least {five} classes" in flat and f"2-way" in flat and f"{two}" in flat
+        assert "With fewer classes**, train nothing" in flat and "studylib.api" in flat
+        assert "./study check 90" in flat
