@@ -130,3 +130,18 @@ def test_readme_and_notebook_90_state_the_minimum_and_the_path_for_fewer_classes
         assert f"at least {five} classes" in flat and f"2-way" in flat and f"{two}" in flat
         assert "With fewer classes**, train nothing" in flat and "studylib.api" in flat
         assert "./study check 90" in flat
+
+
+def test_every_notebooks_own_parameter_files_pass_or_miss_only_their_data():
+    """No false alarm: ./study run must never refuse a committed smoke or check configuration; at paper scale
+    the only problem on a machine without the data sets is the missing folder."""
+    from studylib.notebooks import names
+    for n in names():
+        for scale in ("smoke", "check"):
+            report = preflight.check(n, scale)
+            assert report.ok and not report.adapted, (n, scale, report.text())
+        from studylib.config import read_param_file
+        from studylib.paths import params_dir
+        reads = read_param_file(params_dir() / n / "paper.yaml").get("data_root")
+        paper = preflight.check(n, "paper", {"data_root": "/nonexistent/study-data"} if reads else {})
+        assert all(p.param == "data_root" for p in paper.problems) and paper.ok != bool(reads), (n, paper.text())
