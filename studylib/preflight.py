@@ -299,6 +299,10 @@ def _check_data(report: Report, v: dict[str, Any], given: set[str]) -> None:
             report.problems.append(Problem("data_root", f"no folder {path}; point data_root at your image folder"))
         return
     if data == "folder":
+        if not path.is_dir():
+            report.problems.append(Problem("data_root", f"{path} is a file, not a folder; point data_root at the "
+                                                        f"folder that holds your class folders"))
+            return
         _check_folder(report, v, given, path)
 
 

@@ -103,7 +103,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _METER = re.compile(r"^(?P<desc>.*?):?\s*(?P<pct>\d+)%\|.*\|\s*(?P<n>[\d.]+[kMG]?)/(?P<total>[\d.?]+[kMG]?)\s*\[")
 # the training loop's paper-scale announcements (studylib.training.loop: the step count, then the wall time)
 _STUDY_LINE = re.compile(r"paper scale, \d+ training steps|s per step on .* take about")
-_ERROR = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Diverged)\b.*:")
+_ERROR = re.compile(r"^[A-Za-z_][\w.]*:( |$)")  # "ValueError: ...", "pkg.mod.NoSuchKernel: ..."
 LOG_INTERVAL = 30.0  # seconds between two lines of the same bar when the output is not a terminal
 
 
@@ -142,7 +142,7 @@ def filter_run_log(lines: Iterator[str], out: Any = None, interactive: bool | No
     out = out or sys.stderr
     interactive = _interactive_stream(out) if interactive is None else interactive
     shown, last_kind, last_t, open_line, error = 0, None, -math.inf, False, None
-    in_traceback = False
+    in_traceback, last = False, None
     for raw in lines:
         raw = raw.rstrip("\n")
         plain = _ANSI.sub("", raw).strip()
@@ -150,6 +150,8 @@ def filter_run_log(lines: Iterator[str], out: Any = None, interactive: bool | No
             in_traceback = True
             if _ERROR.match(plain) and not plain.startswith("papermill.exceptions"):
                 error = plain
+            elif plain and error is None:
+                last = plain
             continue
         got = progress_line(raw)
         if got is None:
@@ -171,8 +173,8 @@ def filter_run_log(lines: Iterator[str], out: Any = None, interactive: bool | No
         shown += 1
     if open_line:
         out.write("\n")
-    if error:
-        out.write(f"error: {error}\n")
+    if error or last:
+        out.write(f"error: {error or last}\n")
     out.flush()
     return shown
 

@@ -63,3 +63,12 @@ def test_a_failed_cell_leaves_its_error_line_not_papermills_traceback():
     text = out.getvalue()
     assert text.endswith("error: DataError: batch_size=64 must lie in 1..60 (the number of training images)\n")
     assert "papermill.exceptions" not in text and "File " not in text
+
+
+def test_an_error_before_any_cell_is_named_too():
+    log = ["Input Notebook:  notebooks/00_quickstart.ipynb", "Traceback (most recent call last):",
+           '  File "papermill/cli.py", line 235, in papermill', "    execute_notebook(",
+           "jupyter_client.kernelspec.NoSuchKernel: No such kernel named python3"]
+    out = io.StringIO()
+    assert filter_run_log(iter(log), out=out, interactive=False) == 0
+    assert out.getvalue() == "error: jupyter_client.kernelspec.NoSuchKernel: No such kernel named python3\n"
