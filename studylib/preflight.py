@@ -206,14 +206,28 @@ def _count_text(classes: list[tuple[str, int]]) -> str:
             if min(sizes) != max(sizes) else f"{len(classes)} classes x {sizes[0]} images")
 
 
-def _check_folder(report: Report, v: dict[str, Any], given: set[str], root: Path) -> None:
+def _reader_options(mod: Any, v: dict[str, Any]) -> dict[str, Any]:
+    """The folder reader's options (split, seed, fractions) the notebook's ``data_spec(p)`` gives for ``v``;
+    ``{}`` when the module has none or it cannot be built from these values."""
+    make = getattr(mod, "data_spec", None)
+    if make is None:
+        return {}
+    try:
+        return dict(make(mod.Params(**v)).options or {})
+    except Exception:  # a value the cross-field check reports anyway
+        return {}
+
+
+def _check_folder(report: Report, v: dict[str, Any], given: set[str], root: Path, module: Any) -> None:
     """Folder data: classes and images per split, the minimum the episodes need, adapted defaults, problems."""
     import torch
     from studylib.data.base import DataError
     from studylib.data.samplers import check_episode
-    split = v.get("split", "random")
-    seed = int(v.get("split_seed", 0) or 0)
-    fractions = v.get("split_fractions")
+    # the split rule exactly as the run's reader gets it: the notebook's own data_spec(p) options when it has one
+    opts = _reader_options(module, v)
+    split = opts.get("split", v.get("split", "random"))
+    seed = int(opts.get("seed", 0) or 0)
+    fractions = opts.get("fractions")
     try:
         splits = scan_folder(root, split, seed, fractions)
     except (DataError, ValueError) as e:
@@ -281,7 +295,7 @@ def _check_folder(report: Report, v: dict[str, Any], given: set[str], root: Path
             report.problems.append(Problem(f"{what}/eval_queries", str(e)))
 
 
-def _check_data(report: Report, v: dict[str, Any], given: set[str]) -> None:
+def _check_data(report: Report, v: dict[str, Any], given: set[str], module: Any = None) -> None:
     from studylib.data import GENERATED
     from studylib.data.base import resolve_root
     data, root = v.get("data"), v.get("data_root")
@@ -303,7 +317,7 @@ def _check_data(report: Report, v: dict[str, Any], given: set[str]) -> None:
             report.problems.append(Problem("data_root", f"{path} is a file, not a folder; point data_root at the "
                                                         f"folder that holds your class folders"))
             return
-        _check_folder(report, v, given, path)
+        _check_folder(report, v, given, path, module)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -327,7 +341,8 @@ def check(notebook: str, scale: str = "smoke", given: dict[str, Any] | None = No
     report = Report(notebook, scale)
     given = dict(given or {})
     try:
-        schema = schema_module(notebook).Params
+        module = schema_module(notebook)
+        schema = module.Params
     except LookupError as e:
         report.problems.append(Problem(None, str(e)))
         return report
@@ -341,7 +356,7 @@ def check(notebook: str, scale: str = "smoke", given: dict[str, Any] | None = No
     good_cli, bad_cli = check_values(schema, given, "the command line (-p/-y)")
     report.problems += bad_file + bad_cli
     v = {**defaults(schema), **good_file, **good_cli}
-    _check_data(report, v, set(given))
+    _check_data(report, v, set(given), module)
     v.update(report.adapted)
     if not (bad_file or bad_cli):  # the notebook's cross-field rules, on the values the run would get
         try:

@@ -145,3 +145,19 @@ def test_every_notebooks_own_parameter_files_pass_or_miss_only_their_data():
         reads = read_param_file(params_dir() / n / "paper.yaml").get("data_root")
         paper = preflight.check(n, "paper", {"data_root": "/nonexistent/study-data"} if reads else {})
         assert all(p.param == "data_root" for p in paper.problems) and paper.ok != bool(reads), (n, paper.text())
+
+
+def test_the_reported_splits_are_the_ones_the_run_reads(tmp_path):
+    """Classes and images per split, found without decoding an image, equal the folder as the notebook's reader
+    loads it (same seeded split), for classes of different sizes."""
+    from studylib.config import validate
+    from studylib.experiments import use_your_data as uyd
+    root = _folder(tmp_path / "mine", {f"c{k:02d}": 11 + k % 7 for k in range(30)})
+    report = preflight.check(NB, "smoke", {"data_root": str(root)})
+    assert report.ok, report.text()
+    dataset = uyd.load_data(validate(uyd.Params, {"data_root": str(root)}))
+    for s in ("train", "val", "test"):
+        counts = dataset[s].class_counts()
+        counts = counts[counts > 0].tolist()
+        want = f"{s} {len(counts)} classes, {sum(counts)} images ({min(counts)}-{max(counts)} per class)"
+        assert want in report.notes[0], (want, report.notes[0])
