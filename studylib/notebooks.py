@@ -84,7 +84,8 @@ def paper_estimate(name: str) -> dict[str, object]:
     out: dict[str, object] = {"notebook": name, "data": data, "folder": root or "(generated)", "gpu_hours": None}
     key = (getattr(p, "backbone", None), getattr(p, "image_size", None))
     if key not in MEASURED:
-        out["source"] = f"no step time measured for {key[0]} at {key[1]} px"
+        out["source"] = (f"no step time measured for {key[0]} at {key[1]} px" if key[0] else
+                         "no backbone among its parameters (nothing trained through one), not estimated")
         return out
     rate, source = MEASURED[key]
     per_epoch = TRAIN_IMAGES.get(str(data))
