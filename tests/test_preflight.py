@@ -35,9 +35,9 @@ def _run(argv: list[str], capsys) -> tuple[int, str]:
 
 def test_five_classes_get_one_report_with_every_problem_in_seconds(tmp_path, capsys):
     root = _folder(tmp_path / "mine", {f"c{k}": 20 for k in range(5)})
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU seconds (imports included when this test runs first): wall time on the shared
     rc, text = _run([NB, "-p", "data_root", str(root), "-p", "ways", "5", "-p", "lr", "-1"], capsys)
-    took = time.perf_counter() - t0
+    took = time.process_time() - t0  # 2-core machine depends on its load
     assert rc == 1 and took < 10, (rc, took)
     problems = [line for line in text.splitlines() if line.startswith("  - ")]
     assert len(problems) == 3, text  # all three at once, not one per attempt
