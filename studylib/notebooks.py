@@ -52,6 +52,80 @@ def resolve(name: str, folder: Path | None = None) -> str:
     raise ValueError(f"no notebook {name!r} in {folder or notebooks_dir()}: {hint}")
 
 
+# Paper scale: training images of each data set's training split (the readers' splits) and the measured
+# training throughputs of /work/shared/GPU-NOTES.md (one H100, bf16 where it ran; the only step times measured).
+TRAIN_IMAGES = {"mini_imagenet": 38_400, "cifar_fs": 38_400, "fc100": 36_000, "tiered_imagenet": 448_695,
+                "omniglot": 1028 * 20, "cub": 5_885}
+MEASURED = {  # (backbone, image side) -> (training images per second, where it was measured)
+    ("resnet12_basic", 84): (9_400.0, "GPU-NOTES.md: the project's loop on 00_quickstart's paper parameters, "
+                                      "ResNet-12 84 px, H100, about 9,400 img/s"),
+    ("resnet18", 224): (256 / 0.186, "GPU-NOTES.md: BECLR paper parameters, ResNet-18 224 px, B = 256, "
+                                     "186 ms/step on an H100 (1,376 img/s)"),
+}
+
+
+def paper_estimate(name: str) -> dict[str, object]:
+    """Data set, folder and estimated GPU hours of ``name`` at paper scale (``./study list --scale paper``).
+
+    GPU hours = training images seen per run (``epochs`` x the training split, or ``max_steps`` x
+    ``batch_size``, or ``train_images`` where the notebook caps it) / the measured throughput of its backbone
+    and image size (:data:`MEASURED`), x its seeds x its configurations (``variants(p)`` where the notebook
+    defines one). Evaluation is not counted (10,000 episodes take 0.11 s on the H100, GPU-NOTES.md). A backbone
+    or size never measured gets no estimate, and says so.
+    """
+    from studylib.config import defaults, read_param_file, validate
+    from studylib.paths import params_dir
+    from studylib.preflight import schema_module
+    mod = schema_module(name)
+    values = read_param_file(params_dir() / name / "paper.yaml")
+    p = validate(mod.Params, {**defaults(mod.Params), **values, "data_root": values.get("data_root") or "x"}
+                 if values.get("data") not in (None, "glyphs", "synthfs", "lshapes") else values)
+    data, root = getattr(p, "data", "?"), values.get("data_root")
+    out: dict[str, object] = {"notebook": name, "data": data, "folder": root or "(generated)", "gpu_hours": None}
+    key = (getattr(p, "backbone", None), getattr(p, "image_size", None))
+    if key not in MEASURED:
+        out["source"] = (f"no step time measured for {key[0]} at {key[1]} px" if key[0] else
+                         "no backbone among its parameters (nothing trained through one), not estimated")
+        return out
+    rate, source = MEASURED[key]
+    per_epoch = TRAIN_IMAGES.get(str(data))
+    steps, batch, capped = getattr(p, "max_steps", None), getattr(p, "batch_size", None), getattr(p, "train_images", None)
+    if capped:
+        images = float(capped)
+    elif steps and batch:
+        images = float(steps * batch)
+    elif per_epoch:
+        images = float(getattr(p, "epochs", 1) * per_epoch)
+    else:
+        out["source"] = f"training split size of {data} unknown"
+        return out
+    seeds = len(getattr(p, "seeds", [0]) or [0])
+    configs = len(mod.variants(p)) if hasattr(mod, "variants") else 1
+    out["gpu_hours"] = images / rate / 3600 * seeds * configs
+    out["source"] = (f"{images:,.0f} images/run / {rate:,.0f} img/s x {seeds} seeds"
+                     + (f" x {configs} configurations" if configs > 1 else " (x the notebook's configurations)")
+                     + f"; {source}")
+    return out
+
+
+def paper_list() -> str:
+    """``./study list --scale paper``: per notebook its data set, folder and estimated GPU hours."""
+    lines, sources = [], {}
+    for n in names():
+        try:
+            e = paper_estimate(n)
+        except Exception as err:  # a notebook without paper parameters still gets its line
+            lines.append(f"{n:<22} (no paper estimate: {err})")
+            continue
+        h = e["gpu_hours"]
+        est = f"~{h:,.1f} GPU-h" if isinstance(h, float) else "not estimated"
+        lines.append(f"{n:<22} {str(e['data']):<15} {str(e['folder']):<20} {est:>14}  [{len(sources) + 1}]")
+        sources[len(sources) + 1] = e["source"]
+    head = f"{'notebook':<22} {'data set':<15} {'folder':<20} {'estimate':>14}  (H100, training only)"
+    notes = [f"[{k}] {v}" for k, v in sources.items()]
+    return "\n".join([head, *lines, "", *notes])
+
+
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
@@ -78,6 +152,12 @@ def main(argv: list[str]) -> int:
             strip_stale_widgets(Path(f))
         return 0
     if argv[0] == "list":
+        if argv[1:] in (["--scale", "paper"], ["--scale=paper"]):
+            print(paper_list())
+            return 0
+        if argv[1:]:
+            print("usage: ./study list [--scale paper]", file=sys.stderr)
+            return 2
         all_names = names()
         width = max(map(len, all_names), default=0)
         for n in all_names:

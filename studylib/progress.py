@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 import os
+import re
 import sys
 import time
 from typing import Any, Iterator
@@ -91,3 +93,98 @@ class SweepProgress:
         self.done += 1
         if self.done == self.total:
             self._print("done")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# ./study run: the notebook's progress lines out of papermill's log (``--log-output``)
+# ----------------------------------------------------------------------------------------------------------
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_METER = re.compile(r"^(?P<desc>.*?):?\s*(?P<pct>\d+)%\|.*\|\s*(?P<n>[\d.]+[kMG]?)/(?P<total>[\d.?]+[kMG]?)\s*\[")
+# the training loop's paper-scale announcements (studylib.training.loop: the step count, then the wall time)
+_STUDY_LINE = re.compile(r"paper scale, \d+ training steps|s per step on .* take about")
+_ERROR = re.compile(r"^[A-Za-z_][\w.]*:( |$)")  # "ValueError: ...", "pkg.mod.NoSuchKernel: ..."
+LOG_INTERVAL = 30.0  # seconds between two lines of the same bar when the output is not a terminal
+
+
+def progress_line(raw: str) -> tuple[str, str] | None:
+    """The study's progress in one line of papermill's log, as ``(kind, text)``, or None for everything else.
+
+    ``kind`` is the bar's description for a tqdm meter (``[2/3] <run> epoch 1/4``, ``sweep``), ``"study"`` for
+    the training loop's paper-scale lines and ``"warning"`` for a warning raised in ``studylib``. papermill's
+    own lines (cells executing/ending, the notebook paths), the kernel's ``Kernel is running over TCP without
+    encryption`` warning and the notebook's other output are not progress (None). A line holding several
+    carriage-return updates counts as its last one.
+    """
+    text = _ANSI.sub("", raw).split("\r")
+    text = next((t.strip() for t in reversed(text) if t.strip()), "")
+    if not text:
+        return None
+    m = _METER.match(text)
+    if m:
+        return m.group("desc").strip(), text
+    if _STUDY_LINE.search(text):
+        return "study", text
+    if "/studylib/" in text and "Warning: " in text:
+        return "warning", text
+    return None
+
+
+def filter_run_log(lines: Iterator[str], out: Any = None, interactive: bool | None = None,
+                   interval: float = LOG_INTERVAL, clock: Any = time.monotonic) -> int:
+    """Copy the progress lines of a papermill log (``--log-output``) from ``lines`` to ``out``; returns how many.
+
+    In a terminal (``interactive``) a bar updates in place (carriage return) and moves to a new line when
+    another bar starts. Elsewhere (a log file, CI) a bar prints a line when it starts, finishes or changes
+    description, and at most every ``interval`` seconds in between. After a failed cell papermill prints its
+    traceback; only its last error line (``ValueError: ...``, the study's message with the fix) is kept.
+    """
+    out = out or sys.stderr
+    interactive = _interactive_stream(out) if interactive is None else interactive
+    shown, last_kind, last_t, open_line, error = 0, None, -math.inf, False, None
+    in_traceback, last = False, None
+    for raw in lines:
+        raw = raw.rstrip("\n")
+        plain = _ANSI.sub("", raw).strip()
+        if plain.startswith("Traceback (most recent call last)") or plain.startswith("---> ") or in_traceback:
+            in_traceback = True
+            if _ERROR.match(plain) and not plain.startswith("papermill.exceptions"):
+                error = plain
+            elif plain and error is None:
+                last = plain
+            continue
+        got = progress_line(raw)
+        if got is None:
+            continue
+        kind, text = got
+        now = clock()
+        done = bool(re.search(r"\b100%\|", text))
+        if interactive:
+            if kind != last_kind and open_line:
+                out.write("\n")
+            out.write("\r" + text + "\x1b[K" + ("\n" if kind in ("study", "warning") else ""))
+            open_line = kind not in ("study", "warning")
+        else:
+            if kind == last_kind and not done and now - last_t < interval:
+                continue
+            out.write(text + "\n")
+        out.flush()
+        last_kind, last_t = kind, now
+        shown += 1
+    if open_line:
+        out.write("\n")
+    if error or last:
+        out.write(f"error: {error or last}\n")
+    out.flush()
+    return shown
+
+
+def _interactive_stream(stream: Any) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+if __name__ == "__main__":  # ./study run: papermill ... --log-output 2>&1 | python -m studylib.progress
+    filter_run_log(sys.stdin)

@@ -1,0 +1,397 @@
+"""Pre-flight of a notebook run: its parameters and its data checked together, before any kernel starts.
+
+``./study check NB [-p NAME VALUE]... [-y YAML]... [--scale S]`` (``python -m studylib.preflight check ...``), also
+run by ``./study run`` before papermill. It reads ``params/<NB>/<scale>.yaml`` and the overrides exactly as
+papermill does, then reports **every** problem at once, each with its fix and the real parameter names:
+
+* every parameter on its own: unknown names (with the closest real name), types, allowed values, bounds
+  (the rules of :func:`studylib.config.validate`, collected instead of stopping at the first);
+* the notebook's own cross-field rules (``Params.check``);
+* the data: a paper data set whose folder is missing gets two lines (what is missing; where people get it, its
+  size and layout); a folder of your own images (``data: folder``) is scanned without decoding an image: classes
+  and images per split (the reader's own scan and split rule, :mod:`studylib.data.readers`), the minimum the
+  chosen episodes need, the training batch against the training images
+  (:class:`studylib.data.samplers.ShuffledSampler`'s rule) and the episodes against each split
+  (:func:`studylib.data.samplers.check_episode`).
+
+Defaults adapt where the intent is clear, and the report says so in one line each: a ``batch_size`` larger than
+the training split becomes the training split's size; ``eval_ways`` above the evaluation split's classes becomes
+that number of classes (at least 2). A value given on the command line is never adapted (it is reported as a
+problem instead). ``./study run`` passes the adapted values to papermill, so the run uses them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import re
+import sys
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+
+
+# What a missing paper data set is, where people get it, its size and on-disk layout (two lines of a report).
+DATASET_SOURCES: dict[str, tuple[str, str]] = {
+    "mini_imagenet": ("miniImageNet (Vinyals et al. 2016, Ravi & Larochelle's split): 100 ImageNet classes x 600 "
+                      "images, 64/16/20 classes, 84x84 (60,000 images, 1.3 GB decoded)",
+                      "get the mini-imagenet-cache-{train,val,test}.pkl pickles (distributed with Ravi & "
+                      "Larochelle's split and common few-shot repositories) or ImageNet images (image-net.org) + "
+                      "Ravi & Larochelle's train.csv/val.csv/test.csv; layout: <data_root>/mini-imagenet-cache-"
+                      "train.pkl ... or <data_root>/images/*.jpg + <data_root>/{train,val,test}.csv"),
+    "tiered_imagenet": ("tieredImageNet (Ren et al. 2018): 608 ImageNet classes in 34 superclasses, 779,165 images, "
+                        "84x84 (16.5 GB decoded)",
+                        "get the {train,val,test}_images_png.pkl + {train,val,test}_labels.pkl files released with "
+                        "Ren et al.'s paper (ImageNet licence); layout: <data_root>/train_images_png.pkl, "
+                        "<data_root>/train_labels.pkl, ..."),
+    "cifar_fs": ("CIFAR-FS (Bertinetto et al. 2019): CIFAR-100's 100 classes x 600 images, 64/16/20 classes, 32x32 "
+                 "(60,000 images, 184 MB decoded)",
+                 "get CIFAR_FS_{train,val,test}.pickle (as released with MetaOptNet, Lee et al. 2019) or build them "
+                 "from CIFAR-100 (cs.toronto.edu/~kriz/cifar.html); layout: <data_root>/CIFAR_FS_train.pickle ..."),
+    "fc100": ("FC100 (Oreshkin et al. 2018): CIFAR-100 split by superclass 12/4/4 (60/20/20 classes), 32x32 "
+              "(60,000 images, 184 MB decoded)",
+              "get FC100_{train,val,test}.pickle (as released with MetaOptNet, Lee et al. 2019) or build them from "
+              "CIFAR-100 (cs.toronto.edu/~kriz/cifar.html); layout: <data_root>/FC100_train.pickle ..."),
+    "omniglot": ("Omniglot (Lake et al. 2015): 1,623 characters of 50 alphabets x 20 drawers, 105x105 PNG (32,460 "
+                 "images, about 16 MB zipped)",
+                 "get images_background.zip and images_evaluation.zip from github.com/brendenlake/omniglot "
+                 "(python/); layout: <data_root>/images_background.zip + images_evaluation.zip, zipped or "
+                 "unzipped, or any <data_root>/<alphabet>/<character>/*.png"),
+    "cub": ("CUB-200-2011 (Wah et al. 2011): 200 bird species, 11,788 images (1.1 GB tgz)",
+            "get CUB_200_2011.tgz from data.caltech.edu (Caltech-UCSD Birds-200-2011) and extract it; layout: "
+            "<data_root>/CUB_200_2011/{images/,images.txt,image_class_labels.txt,classes.txt}"),
+}
+FEWER_CLASSES = ("with fewer classes, train nothing: classify your images with a backbone trained elsewhere "
+                 "(studylib.api.load_run(...) then api.classify(run, support_files, labels, query_files); README: "
+                 "Your own images)")
+
+
+@dataclass
+class Problem:
+    """One thing that would stop the run: what is wrong and how to fix it (``param``: the parameter at fault)."""
+
+    param: str | None
+    text: str
+
+    def line(self) -> str:
+        return f"  - {self.param + ': ' if self.param else ''}{self.text}"
+
+
+@dataclass
+class Report:
+    """Everything :func:`check` found: problems, adapted defaults, and facts about the data."""
+
+    notebook: str
+    scale: str
+    problems: list[Problem] = field(default_factory=list)
+    adapted: dict[str, Any] = field(default_factory=dict)  # parameter -> the value the run will use
+    notes: list[str] = field(default_factory=list)  # one line each: the data, the minimum, each adaptation
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def text(self) -> str:
+        head = f"study check {self.notebook} ({self.scale}): "
+        head += "ok" if self.ok else f"{len(self.problems)} problem{'s' if len(self.problems) > 1 else ''}"
+        lines = [head, *(f"  {n}" for n in self.notes), *(p.line() for p in self.problems)]
+        return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Parameters
+# ----------------------------------------------------------------------------------------------------------
+
+def schema_module(notebook: str) -> Any:
+    """The module of ``studylib/experiments`` whose ``NOTEBOOK`` is ``notebook`` (found by text, imported once)."""
+    import importlib
+    folder = Path(__file__).parent / "experiments"
+    pattern = re.compile(r'^NOTEBOOK\s*=\s*["\']' + re.escape(notebook) + r'["\']', re.M)
+    for path in sorted(folder.glob("*.py")):
+        if pattern.search(path.read_text(encoding="utf-8")):
+            return importlib.import_module(f"studylib.experiments.{path.stem}")
+    raise LookupError(f"no module in {folder} declares NOTEBOOK = {notebook!r}")
+
+
+def papermill_value(text: str) -> Any:
+    """A ``-p NAME VALUE`` value as papermill reads it: True/False/None, an int, a float, else the string."""
+    if text in ("True", "False"):
+        return text == "True"
+    if text == "None":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def check_values(schema: type, values: dict[str, Any], where: str) -> tuple[dict[str, Any], list[Problem]]:
+    """Each value on its own against the schema (name, type, allowed values, bounds), as
+    :func:`studylib.config.validate` checks them, but collecting every problem.
+
+    Returns ``(valid values coerced to their types, problems)``; a faulty value is left out of the first.
+    """
+    from studylib.config import ParamError, _check, _check_bounds
+    fields = {f.name: f for f in dataclasses.fields(schema)}
+    hints = typing.get_type_hints(schema)
+    good: dict[str, Any] = {}
+    problems = []
+    for key, value in values.items():
+        if key not in fields:
+            close = difflib.get_close_matches(key, sorted(fields), n=1, cutoff=0.5)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            problems.append(Problem(key, f"unknown parameter in {where}; {hint}allowed: {', '.join(sorted(fields))}"))
+            continue
+        try:
+            v = _check(value, hints[key], key)
+            choices = fields[key].metadata.get("choices")
+            if choices is not None:
+                bad = [x for x in (v if isinstance(v, (list, tuple)) else [v]) if x not in choices]
+                if bad:
+                    raise ParamError(f"{value!r} is not allowed; allowed values: {', '.join(map(str, choices))}")
+            _check_bounds(key, v, fields[key].metadata.get("bounds") or {}, where)
+            good[key] = v
+        except ParamError as e:
+            problems.append(Problem(key, str(e)))
+    return good, problems
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Data
+# ----------------------------------------------------------------------------------------------------------
+
+def scan_folder(root: Path, split: str, seed: int = 0,
+                fractions: Sequence[float] | None = None) -> dict[str, list[tuple[str, int]]]:
+    """``{split: [(class name, images)]}`` of a folder of your own images, without decoding an image: the
+    reader's scan (:func:`studylib.data.readers.load_image_folder`'s layouts) and its seeded split rule.
+
+    Raises:
+        DataError: the reader's message when the layout is not one it reads.
+    """
+    from studylib.data import readers
+    if split == "given":
+        layout = readers._scan_image_folder(root, "folder")
+        return {s: [(c, len(fs)) for c, fs in layout[s]] for s in readers.SPLITS}
+    entries = readers._scan_flat_classes(root, "folder", split)
+    fr = readers._check_fractions(fractions if fractions is not None else readers.FOLDER_FRACTIONS, "folder")
+    assign = readers._flat_assignment(entries, split, seed, fr, "folder")
+    return {s: [(c, len(fs)) for (c, _, fs), a in zip(entries, assign) if a == i]
+            for i, s in enumerate(readers.SPLITS)}
+
+
+def min_classes_random(test_classes: int, fractions: Sequence[float] | None = None, train_classes: int = 2) -> int:
+    """The fewest classes of ``root/<class>/`` whose seeded random split (the reader's rounding,
+    ``readers._scaled_class_counts``) leaves ``test_classes`` for evaluation and ``train_classes`` for training."""
+    from studylib.data import readers
+    fr = readers._check_fractions(fractions if fractions is not None else readers.FOLDER_FRACTIONS, "folder")
+    n = 3
+    while True:
+        n_val, n_test = max(1, round(n * fr[1])), max(1, round(n * fr[2]))
+        if n_test >= test_classes and n - n_val - n_test >= train_classes:
+            return n
+        n += 1
+
+
+def _count_text(classes: list[tuple[str, int]]) -> str:
+    if not classes:
+        return "0 classes"
+    sizes = [n for _, n in classes]
+    return (f"{len(classes)} classes, {sum(sizes)} images ({min(sizes)}-{max(sizes)} per class)"
+            if min(sizes) != max(sizes) else f"{len(classes)} classes x {sizes[0]} images")
+
+
+def _reader_options(mod: Any, v: dict[str, Any]) -> dict[str, Any]:
+    """The folder reader's options (split, seed, fractions) the notebook's ``data_spec(p)`` gives for ``v``;
+    ``{}`` when the module has none or it cannot be built from these values."""
+    make = getattr(mod, "data_spec", None)
+    if make is None:
+        return {}
+    try:
+        return dict(make(mod.Params(**v)).options or {})
+    except Exception:  # a value the cross-field check reports anyway
+        return {}
+
+
+def _check_folder(report: Report, v: dict[str, Any], given: set[str], root: Path, module: Any) -> None:
+    """Folder data: classes and images per split, the minimum the episodes need, adapted defaults, problems."""
+    import torch
+    from studylib.data.base import DataError
+    from studylib.data.samplers import check_episode
+    # the split rule exactly as the run's reader gets it: the notebook's own data_spec(p) options when it has one
+    opts = _reader_options(module, v)
+    split = opts.get("split", v.get("split", "random"))
+    seed = int(opts.get("seed", 0) or 0)
+    fractions = opts.get("fractions")
+    try:
+        splits = scan_folder(root, split, seed, fractions)
+    except (DataError, ValueError) as e:
+        fix = f"; {FEWER_CLASSES}" if "too few" in str(e) else ""
+        report.problems.append(Problem("data_root", f"{e}{fix}"))
+        return
+    report.notes.append(f"folder {root} (split={split}): " + "; ".join(f"{s} {_count_text(c)}"
+                                                                       for s, c in splits.items()))
+    if split == "given":  # few-shot splits must be class-disjoint (the reader refuses a class in two splits)
+        seen: dict[str, str] = {}
+        for s, classes in splits.items():
+            for c, _ in classes:
+                if c in seen:
+                    report.problems.append(Problem("data_root", f"class {c!r} is in both the {seen[c]} and the {s} "
+                                                   f"split; few-shot splits must be class-disjoint: move or rename "
+                                                   f"{root / s / c}"))
+                seen.setdefault(c, s)
+    ways = v.get("eval_ways")
+    shots = max(v.get("eval_shots") or [1])
+    queries = v.get("eval_queries")
+    if ways is not None:
+        total = sum(len(c) for c in splits.values())
+        need = (f"at least {min_classes_random(ways, fractions)} classes in <root>/<class>/ (split=random gives "
+                f"about 20% of the classes to test)" if split == "random" else
+                f"{ways} classes in the test split and 2 in train")
+        report.notes.append(f"minimum: eval_ways={ways} needs {ways} test classes of >= {shots} + {queries} images "
+                            f"(eval_shots up to {shots} + eval_queries) -> {need}; training needs >= 2 classes; "
+                            f"this folder has {total}")
+    train = splits.get("train", [])
+    n_train = sum(n for _, n in train)
+    if len(train) < 2:
+        report.problems.append(Problem("data_root", f"the training split has {len(train)} class(es); training "
+                                       f"needs at least 2: add classes; {FEWER_CLASSES}"))
+    bs = v.get("batch_size")
+    if bs is not None and n_train and bs > n_train:
+        if "batch_size" in given:
+            report.problems.append(Problem("batch_size", f"batch_size={bs} is larger than the training split "
+                                           f"({n_train} images); pass -p batch_size {n_train} or less"))
+        elif n_train >= 2:
+            report.adapted["batch_size"] = n_train
+            report.notes.append(f"adapted: batch_size {bs} -> {n_train} (the training split holds {n_train} images)")
+    if ways is None:
+        return
+    for s, shots_of, what in (("test", shots, "eval_shots"), ("val", v.get("val_shots"), "val_shots")):
+        if s == "val" and not v.get("val_episodes"):
+            continue
+        classes = splits.get(s, [])
+        k = len(classes)
+        use = ways
+        if ways > k:
+            if k >= 2 and "eval_ways" not in given and s == "test":
+                use = k
+                report.adapted["eval_ways"] = k
+                report.notes.append(f"adapted: eval_ways {ways} -> {k} (the {s} split has {k} classes)")
+            else:
+                fix = (f"lower eval_ways to at most {k} (-p eval_ways {k})" if k >= 2 else
+                       f"the folder needs {need}; {FEWER_CLASSES}")
+                report.problems.append(Problem("eval_ways", f"{ways}-way episodes need {ways} classes but the {s} "
+                                               f"split has {k}; {fix}"))
+                continue
+        counts = torch.tensor([n for _, n in classes])
+        try:
+            check_episode(use, int(shots_of or 1), int(queries or 1), counts, f"{s} split", [c for c, _ in classes])
+        except DataError as e:
+            report.problems.append(Problem(f"{what}/eval_queries", str(e)))
+
+
+def _check_data(report: Report, v: dict[str, Any], given: set[str], module: Any = None) -> None:
+    from studylib.data import GENERATED
+    from studylib.data.base import resolve_root
+    data, root = v.get("data"), v.get("data_root")
+    if data is None or data in GENERATED or not root or str(root).startswith("standin:"):
+        if data == "folder" and not root:
+            report.notes.append("data_root unset: the notebook writes its own example folder")
+        return
+    path = resolve_root(root)
+    if not path.exists():
+        if data in DATASET_SOURCES:
+            what, where = DATASET_SOURCES[data]
+            report.problems.append(Problem("data_root", f"no folder {path}: it should hold {what}\n"
+                                                        f"    {where}; then pass -p data_root /path/to/it"))
+        else:
+            report.problems.append(Problem("data_root", f"no folder {path}; point data_root at your image folder"))
+        return
+    if data == "folder":
+        if not path.is_dir():
+            report.problems.append(Problem("data_root", f"{path} is a file, not a folder; point data_root at the "
+                                                        f"folder that holds your class folders"))
+            return
+        _check_folder(report, v, given, path, module)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The check
+# ----------------------------------------------------------------------------------------------------------
+
+def overrides(pairs: Sequence[tuple[str, str]] = (), yamls: Sequence[str] = ()) -> dict[str, Any]:
+    """The parameters ``-y YAML``... and ``-p NAME VALUE``... give, merged in papermill's order."""
+    out: dict[str, Any] = {}
+    for text in yamls:
+        out.update(yaml.safe_load(text) or {})
+    for name, value in pairs:
+        out[name] = papermill_value(value)
+    return out
+
+
+def check(notebook: str, scale: str = "smoke", given: dict[str, Any] | None = None) -> Report:
+    """Pre-flight of ``notebook`` at ``scale`` with the command-line parameters ``given`` (see the module)."""
+    from studylib.config import ParamError, defaults, read_param_file
+    from studylib.paths import params_dir
+    report = Report(notebook, scale)
+    given = dict(given or {})
+    try:
+        module = schema_module(notebook)
+        schema = module.Params
+    except LookupError as e:
+        report.problems.append(Problem(None, str(e)))
+        return report
+    where = f"params/{notebook}/{scale}.yaml"
+    try:
+        values = read_param_file(params_dir() / notebook / f"{scale}.yaml")
+    except ParamError as e:
+        report.problems.append(Problem(None, str(e)))
+        return report
+    good_file, bad_file = check_values(schema, values, where)
+    good_cli, bad_cli = check_values(schema, given, "the command line (-p/-y)")
+    report.problems += bad_file + bad_cli
+    v = {**defaults(schema), **good_file, **good_cli}
+    _check_data(report, v, set(given), module)
+    v.update(report.adapted)
+    if not (bad_file or bad_cli):  # the notebook's cross-field rules, on the values the run would get
+        try:
+            schema(**v).check()
+        except (ParamError, ValueError) as e:
+            if not any(str(e) in p.text for p in report.problems):
+                report.problems.append(Problem(None, str(e)))
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="./study check", description="Check a notebook's parameters and data "
+                                 "together before any kernel starts; lists every problem with its fix.")
+    ap.add_argument("notebook", help="notebook name, number (90) or short name (use_your_data)")
+    ap.add_argument("--scale", default="smoke", choices=("smoke", "paper", "check"))
+    ap.add_argument("-p", "--parameters", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    ap.add_argument("-y", "--parameters_yaml", action="append", default=[], metavar="YAML")
+    ap.add_argument("--adapted", metavar="FILE", help="write the adapted parameters as YAML (for papermill -f)")
+    args = ap.parse_args(argv)
+    from studylib.notebooks import resolve
+    try:
+        name = resolve(args.notebook)
+        given = overrides([tuple(p) for p in args.parameters], args.parameters_yaml)
+    except (ValueError, yaml.YAMLError) as e:
+        print(f"study: {e}", file=sys.stderr)
+        return 2
+    report = check(name, args.scale, given)
+    print(report.text(), file=sys.stderr)
+    if args.adapted:
+        Path(args.adapted).write_text(yaml.safe_dump(report.adapted) if report.adapted else "", encoding="utf-8")
+    return 0 if report.ok else 1
+
+
+__all__ = ["DATASET_SOURCES", "Problem", "Report", "check", "check_values", "min_classes_random", "overrides",
+           "scan_folder"]
+
+if __name__ == "__main__":
+    sys.exit(main())
