@@ -570,7 +570,9 @@ def load_image_folder(root: str | os.PathLike, size: int = 84, cache: bool = Tru
             splits[s] = split_payload(decode_images(paths, size, mode), labels, lambda k, names=names: names[k])
         return {"splits": splits, "info": {"root": str(root), "layout": "folder", "size": size}}
 
-    return to_dataset(dataset_name, cached(path, build), path)
+    dataset = to_dataset(dataset_name, cached(path, build), path)
+    dataset.info["decode"] = {"mode": mode, "invert": False}  # a run's preprocessing record (studylib.api)
+    return dataset
 
 
 def _load_flat_folder(root: Path, size: int, cache: bool, split: str, seed: int,
@@ -606,7 +608,7 @@ def _load_flat_folder(root: Path, size: int, cache: bool, split: str, seed: int,
     info = {"root": str(root), "layout": f"<root>/<superclass>/<class>/<image>" if split == "alphabet" else
             "<root>/<class>/<image>", "split": split, "seed": seed, "fractions": list(fractions), "size": size,
             "classes": {s: int((assign == i).sum()) for i, s in enumerate(SPLITS)},
-            "cache_file": str(path) if path is not None else None}
+            "cache_file": str(path) if path is not None else None, "decode": {"mode": mode, "invert": False}}
     return FewShotDataset(dataset_name, splits, info)
 
 
@@ -1248,6 +1250,7 @@ def load_omniglot(root: str | os.PathLike, size: int = 28, rotations: bool = Fal
     info = {"root": str(root_p), "sources": [repr(s) for s in sources], "ignored_sources": ignored, "size": size,
             "split": split, "seed": seed if split == "random" else None, "rotations": rotations,
             "polarity": "ink=255, background=0 (the PNGs are inverted)",
+            "decode": {"mode": "L", "invert": True},  # how the PNGs were decoded (a run's preprocessing record)
             "characters": {s: int((assign == i).sum()) for i, s in enumerate(SPLITS)},
             "cache_file": str(cpath) if cpath is not None else None}
     return FewShotDataset("omniglot", splits, info)
