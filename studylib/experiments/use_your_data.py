@@ -24,6 +24,8 @@ from studylib.training.loop import TrainConfig
 
 NOTEBOOK = "90_use_your_data"
 CLASSIFIERS = ("nearest_centroid", "soft_assignment")
+# Methods the notebook can compare on your folder (seed 000's three; the others need their own protocols).
+COMPARE_METHODS = ("nca", "pn", "mn")
 
 
 # PIL modes of single-channel images: a folder of these is read in grayscale by image_mode='auto'.
@@ -69,11 +71,22 @@ class Params:
     eval_mean_images: int | None = param(None, ge=1, help="CL2N centre from this many training images (None: all)",
                                          cut=True)
     seeds: list[int] = param([0, 1, 2], help="training seeds", cut=True)
+    compare: list[str] = param(["nca", "pn", "mn"], help="methods trained on the same folder and compared on the "
+                                                         "same test episodes: nca (shuffled batches of batch_size), "
+                                                         "pn and mn (episodes of episode_ways x (episode_shots + "
+                                                         "episode_queries) images); [] skips the comparison",
+                               cut=True)
+    episode_ways: int = param(5, ge=2, help="pn, mn: classes per training episode")
+    episode_shots: int = param(1, ge=1, help="pn, mn: support images per class in a training episode")
+    episode_queries: int = param(5, ge=1, help="pn, mn: query images per class in a training episode")
     device: str = param("auto", help="'auto' (CUDA when present), 'cpu' or 'cuda'")
 
     def check(self) -> None:
         # data_root None is allowed here: the notebook writes its example folder
         check_data_params(self.data, self.data_root or "example", self.split)
+        unknown = [m for m in self.compare if m not in COMPARE_METHODS]
+        if unknown:
+            raise ParamError(f"compare={self.compare} names {unknown}; allowed: {', '.join(COMPARE_METHODS)}")
         fr = self.split_fractions
         if len(fr) != 3 or fr[0] <= 0 or fr[2] <= 0:
             raise ParamError(f"split_fractions={fr} must be three shares [train, val, test] with train > 0 and "
@@ -157,12 +170,20 @@ def load_data(p: Params):
     return data_spec(p).load()
 
 
-def spec_from_params(p: Params, seed: int) -> RunSpec:
+def spec_from_params(p: Params, seed: int, method: str = "nca") -> RunSpec:
+    """The run of ``method`` for one training seed: NCA on shuffled batches, PN / MN on episodes (the same
+    backbone, epochs, learning rate and evaluation episodes)."""
+    if method == "nca":
+        train = TrainConfig(epochs=p.epochs, sampler="shuffled", batch_size=p.batch_size, lr=p.lr,
+                            milestones=[0.7], max_steps=p.max_steps, seed=seed, device=p.device, scale=p.scale)
+    else:  # as many images per epoch as the training split holds, in episodes
+        train = TrainConfig(epochs=p.epochs, sampler="episodic", ways=p.episode_ways, shots=p.episode_shots,
+                            queries=p.episode_queries, lr=p.lr, milestones=[0.7], max_steps=p.max_steps, seed=seed,
+                            device=p.device, scale=p.scale)
     return RunSpec(
-        name=f"{NOTEBOOK}-nca", data=data_spec(p), backbone=p.backbone,
-        backbone_options={"hidden": p.hidden} if p.backbone == "conv4" else {}, method="nca", augment="none",
-        train=TrainConfig(epochs=p.epochs, sampler="shuffled", batch_size=p.batch_size, lr=p.lr,
-                          milestones=[0.7], max_steps=p.max_steps, seed=seed, device=p.device, scale=p.scale),
+        name=f"{NOTEBOOK}-{method}", data=data_spec(p), backbone=p.backbone,
+        backbone_options={"hidden": p.hidden} if p.backbone == "conv4" else {}, method=method, augment="none",
+        train=train,
         eval=EvalSpec(ways=p.eval_ways, shots=list(p.eval_shots), queries=p.eval_queries, episodes=p.eval_episodes,
                       classifiers=list(CLASSIFIERS), val_episodes=0, seed=0,
                       mean_images=p.eval_mean_images))
@@ -171,6 +192,36 @@ def spec_from_params(p: Params, seed: int) -> RunSpec:
 def run(p: Params, progress: bool = True) -> list[Outcome]:
     """Train (or load) one NCA model per seed on the folder; ``[outcome per seed]``."""
     return run_sweep([spec_from_params(p, s) for s in p.seeds], progress=progress)
+
+
+def compare(p: Params, progress: bool = True) -> dict[str, list[Outcome]]:
+    """Train (or load) every method of ``p.compare`` for every seed; ``{method: [outcome per seed]}``. Every
+    run is evaluated on the same test episodes (evaluation seed 0), so differences are paired."""
+    specs = [spec_from_params(p, s, m) for m in p.compare for s in p.seeds]
+    outcomes = run_sweep(specs, progress=progress) if specs else []
+    n = len(p.seeds)
+    return {m: outcomes[i * n:(i + 1) * n] for i, m in enumerate(p.compare)}
+
+
+def comparison_table(p: Params, by_method: dict[str, list[Outcome]]) -> list[dict[str, Any]]:
+    """One row per method: nearest-centroid accuracy per shot count (mean ± 95% CI over seeds, %), the paired
+    difference to the first method, and the mean training time per run (s, as measured when it trained)."""
+    rows = []
+    first = next(iter(by_method), None)
+    for m, outs in by_method.items():
+        row: dict[str, Any] = {"method": m, "seeds": len(outs)}
+        for s in sorted(p.eval_shots):
+            row[f"{s}-shot (%)"] = accuracy(outs, "nearest_centroid", s).fmt()
+            if m == first:
+                row[f"{s}-shot vs {first} (pts)"] = "(reference)"
+            else:
+                diff = stats.paired_difference([o.accuracies("nearest_centroid", s) for o in outs],
+                                               [o.accuracies("nearest_centroid", s) for o in by_method[first]])
+                row[f"{s}-shot vs {first} (pts)"] = diff.fmt(signed=True)
+        secs = [o.result.get("train_seconds") for o in outs]
+        row["train s/run"] = round(sum(secs) / len(secs), 1) if secs and None not in secs else None
+        rows.append(row)
+    return rows
 
 
 def accuracy(outcomes: list[Outcome], classifier: str, shots: int) -> stats.Estimate:
@@ -221,8 +272,13 @@ def claims(p: Params, outcomes: list[Outcome] | None = None) -> ClaimsTable:
     return table
 
 
-def reference_values(p: Params, outcomes: list[Outcome]) -> dict[str, Any]:
+def reference_values(p: Params, outcomes: list[Outcome],
+                     by_method: dict[str, list[Outcome]] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {f"{c}/{s}": accuracy(outcomes, c, s) for c in CLASSIFIERS for s in p.eval_shots}
+    for m, outs in (by_method or {}).items():
+        if m != "nca":  # NCA's runs are ``outcomes`` themselves
+            out.update({f"compare/{m}/nearest_centroid/{s}": accuracy(outs, "nearest_centroid", s)
+                        for s in p.eval_shots})
     out["test_images"] = int(sum(len(o.spec.data.load()["test"]) for o in outcomes[:1]))
     return out
 
@@ -279,4 +335,4 @@ def demo_summary(p: Params, pred: Any, truth: list[str], outcomes: list[Outcome]
 
 
 __all__ = ["Params", "NOTEBOOK", "run", "claims", "reference_values", "write_example_folder", "new_images",
-           "results_table", "load_data", "data_root", "decode_mode", "demo_summary", "binomial_range"]
+           "results_table", "load_data", "data_root", "decode_mode", "demo_summary", "binomial_range", "compare", "comparison_table"]

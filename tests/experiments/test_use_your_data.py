@@ -87,3 +87,37 @@ def test_demo_summary_states_chance_and_the_expected_range(monkeypatch):
     assert "3 of 6" in out["text"] and "chance is 1 in 3 (33%)" in out["text"]
     assert "within that range" in out["text"] and "expected to beat chance" in out["text"]
     assert "228 training images of 19 classes" in out["text"]
+
+
+def test_compared_methods_share_data_backbone_and_evaluation_episodes():
+    p = mod.Params()
+    specs = {m: mod.spec_from_params(p, 1, m) for m in mod.COMPARE_METHODS}
+    assert specs["nca"].train.sampler == "shuffled" and specs["nca"].train.batch_size == p.batch_size
+    for m in ("pn", "mn"):
+        t = specs[m].train
+        assert (t.sampler, t.ways, t.shots, t.queries) == ("episodic", p.episode_ways, p.episode_shots,
+                                                           p.episode_queries)
+    for s in specs.values():
+        assert (s.eval, s.backbone, s.backbone_options, s.train.epochs, s.train.lr, s.train.seed) == \
+            (specs["nca"].eval, p.backbone, {"hidden": p.hidden}, p.epochs, p.lr, 1)
+    with pytest.raises(ParamError, match="compare=.*beclr.*allowed: nca, pn, mn"):
+        mod.Params(compare=["nca", "beclr"]).check()
+
+
+def test_comparison_table_pairs_the_episodes_of_each_seed():
+    rng = np.random.default_rng(1)
+
+    def outcome(acc, secs):
+        return SimpleNamespace(accuracies=lambda c, s, acc=acc: acc[s], result={"train_seconds": secs})
+
+    p = mod.Params(eval_shots=[1])
+    a = [outcome({1: rng.random(50)}, 2.0) for _ in range(3)]
+    b = [outcome({1: rng.random(50)}, 4.0) for _ in range(3)]
+    rows = mod.comparison_table(p, {"nca": a, "pn": b})
+    per_seed = [float(np.mean(y.accuracies("nearest_centroid", 1) - x.accuracies("nearest_centroid", 1)))
+                for x, y in zip(a, b)]  # paired: the same episodes per seed
+    mean, sd = np.mean(per_seed), np.std(per_seed, ddof=1)
+    half = sps.t.ppf(0.975, 2) * sd / np.sqrt(3)
+    assert rows[1]["1-shot vs nca (pts)"] == f"{100 * mean:+.1f} ± {100 * half:.1f}"
+    assert rows[0]["1-shot vs nca (pts)"] == "(reference)"
+    assert [r["train s/run"] for r in rows] == [2.0, 4.0]
