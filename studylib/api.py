@@ -13,10 +13,15 @@
   trained it. The evaluation transform (resize to the training size, centre crop, the training split's
   normalisation) and the CL2N centre come from the run's ``inference.json``, written when the run is evaluated;
   for a run evaluated before that file existed, they are computed from the run's data set again (registered
-  data sets are found from the configuration; for your own data pass ``data=``).
+  data sets are found from the configuration; for your own data pass ``data=``). Its ``preprocessing`` record
+  says how the training images were decoded (mode, channels, inversion, size, normalisation:
+  :func:`studylib.experiments.runner.preprocessing`); image files are decoded exactly so, e.g. inverted for an
+  Omniglot run (the reader stores white ink on black). A run stored before that record existed decodes files
+  in the mode its channels imply, uninverted, and says so in a warning.
 * :meth:`EmbeddingModel.embed` takes a folder (every image file in it, sorted by name, recursively), a list of
-  image files, or a ``[N, C, H, W]`` uint8 tensor (float in [0, 1] is accepted too); files are decoded with the
-  data readers, in the channels the model was trained on, at the training size.
+  image files, or a ``[N, C, H, W]`` uint8 tensor (float in [0, 1] is accepted too); files are decoded as the
+  run's preprocessing record says (channels, inversion, size); tensors are taken as a reader returns them
+  (already decoded and inverted), only resized and converted to the model's channels.
 * :meth:`EmbeddingModel.classify` runs any registered classifier (:data:`studylib.evaluation.CLASSIFIERS`:
   ``nearest_centroid``, ``soft_assignment``, ``knn``, ``logreg``, ``opta`` = OpTA + logistic regression,
   ``opta_nearest``) on one episode made of your support set and queries, after CL2N with the training centre
@@ -27,6 +32,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -63,13 +69,18 @@ class EmbeddingModel:
 
     def __init__(self, method: Any, transform: Callable[[torch.Tensor], torch.Tensor], stats: dict[str, Any],
                  cl2n_mean: torch.Tensor | None, spec: Any = None, path: Path | None = None,
-                 device: str | torch.device = "cpu") -> None:
+                 device: str | torch.device = "cpu", preprocessing: dict[str, Any] | None = None) -> None:
         self.device = torch.device(device)
         self.method = method.to(self.device).eval()
         self.transform = transform
         self.size, self.channels = int(stats["size"]), int(stats["in_channels"])
         self.cl2n_mean = cl2n_mean.to(self.device) if cl2n_mean is not None else None
         self.spec, self.path = spec, path
+        # How files are decoded (the run's preprocessing record); without one: the channels' mode, uninverted.
+        prep = dict(preprocessing or {})
+        self.mode = str(prep.get("mode", "RGB" if self.channels == 3 else "L"))
+        self.invert = bool(prep.get("invert", False))
+        self.preprocessing = prep or None
 
     def __repr__(self) -> str:
         what = f"{self.spec.method} / {self.spec.backbone}" if self.spec is not None else type(self.method).__name__
@@ -116,7 +127,7 @@ class EmbeddingModel:
         missing = [str(p) for p in files if not p.is_file()]
         if missing:
             raise FileNotFoundError(f"no such image file: {', '.join(missing[:3])}")
-        return decode_images(files, self.size, mode="RGB" if self.channels == 3 else "L")
+        return decode_images(files, self.size, mode=self.mode, invert=self.invert)
 
     @staticmethod
     def files(folder: str | Path) -> list[Path]:
@@ -232,12 +243,12 @@ def _stats_from_data(spec: Any, data: FewShotDataset | None) -> tuple[dict[str, 
 
 
 def _model(spec: Any, weights: dict[str, torch.Tensor], stats: dict[str, Any], cl2n_mean: torch.Tensor | None,
-           path: Path | None, device: str | torch.device, compute_mean_from: FewShotDataset | None
-           ) -> EmbeddingModel:
+           path: Path | None, device: str | torch.device, compute_mean_from: FewShotDataset | None,
+           preprocessing: dict[str, Any] | None = None) -> EmbeddingModel:
     from studylib.experiments.runner import build_parts_from
     method, transform = build_parts_from(spec, stats)
     method.load_state_dict(weights)
-    model = EmbeddingModel(method, transform, stats, cl2n_mean, spec, path, device)
+    model = EmbeddingModel(method, transform, stats, cl2n_mean, spec, path, device, preprocessing)
     if cl2n_mean is None and compute_mean_from is not None:
         from studylib.experiments.runner import mean_subset
         train = mean_subset(compute_mean_from["train"], None)  # all training images, as EvalSpec(mean_images=None)
@@ -269,6 +280,7 @@ def load_run(run: Any, store: Any = None, data: FewShotDataset | None = None,
     if isinstance(data, FewShotDataset):
         from studylib.experiments.runner import DataSpec
         spec.data = DataSpec.of(data)
+    from studylib.experiments.runner import preprocessing
     if record is not None:
         mean = record.get("cl2n_mean")
         stats, cl2n_mean, need = record, (torch.tensor(mean) if mean is not None else None), False
@@ -276,7 +288,15 @@ def load_run(run: Any, store: Any = None, data: FewShotDataset | None = None,
         stats, cl2n_mean, _ = _stats_from_data(spec, data)
         need = True
     dataset = (data if data is not None else spec.data.load()) if need else None
-    return _model(spec, r.load_tensor(WEIGHTS), stats, cl2n_mean, path, device, dataset)
+    prep = (record or {}).get("preprocessing")
+    if prep is None and dataset is not None:
+        prep = preprocessing(dataset)
+    elif prep is None:
+        mode = "RGB" if int(stats["in_channels"]) == 3 else "L"
+        warnings.warn(f"run {path.name} has no preprocessing record (stored before it existed): image files are "
+                      f"decoded as {mode}, uninverted, at {int(stats['size'])} px; if its reader inverted them "
+                      f"(Omniglot), pass the images as tensors from the reader", stacklevel=2)
+    return _model(spec, r.load_tensor(WEIGHTS), stats, cl2n_mean, path, device, dataset, prep)
 
 
 def load_weights(weights: str | Path | dict[str, torch.Tensor], spec: Any, data: FewShotDataset | None = None,
@@ -286,8 +306,8 @@ def load_weights(weights: str | Path | dict[str, torch.Tensor], spec: Any, data:
     state = torch.load(weights, map_location="cpu", weights_only=True) if isinstance(weights, (str, Path)) \
         else weights
     dataset = data if data is not None else spec.data.load()
-    from studylib.experiments.runner import data_stats
-    return _model(spec, state, data_stats(dataset), None, None, device, dataset)
+    from studylib.experiments.runner import data_stats, preprocessing
+    return _model(spec, state, data_stats(dataset), None, None, device, dataset, preprocessing(dataset))
 
 
 __all__ = ["EmbeddingModel", "Prediction", "load_run", "load_weights", "spec_from_config"]

@@ -415,12 +415,68 @@ def _subfolders(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
+# Layouts that look like a data set of classes but are not one (issue 20): refused before any decoding.
+_SPLIT_NAMES = frozenset({"train", "training", "val", "valid", "validation", "test", "testing"})
+_RUN_PARTS = frozenset({"training", "test"})  # Lake et al.'s all_runs/runNN/{training,test}/
+
+
+def _one_shot_runs_error(dataset: str, where: Path | str, runs: Sequence[str]) -> DataError:
+    """The refusal of Lake et al.'s one-shot benchmark (``all_runs/run01..run20/{training,test}/``)."""
+    shown = ", ".join(sorted(runs)[:3]) + (", ..." if len(runs) > 3 else "")
+    return DataError(
+        f"{dataset}: {where} is Lake et al.'s one-shot classification benchmark (all_runs: {len(runs)} run(s) "
+        f"{shown}, each one 20-way 1-shot episode: training/class01..20.png are the support images, test/item01..20.png "
+        f"the queries, class_labels.txt the answers), not a data set of classes: its folders training/ and test/ "
+        f"each hold 20 different characters. Point data_root at Omniglot's character images instead: "
+        f"images_background.zip and images_evaluation.zip (or their unzipped folders) from "
+        f"github.com/brendenlake/omniglot, or any folder laid out as <alphabet>/<character>/<image>.png")
+
+
+def _one_shot_runs(children: dict[str, set[str]]) -> list[str]:
+    """The names in ``{folder name: names of its subfolders}`` that are one-shot runs (``{training, test}``)."""
+    return [n for n, sub in children.items() if sub and sub <= _RUN_PARTS and "training" in sub]
+
+
+def _split_named(names: Iterable[str]) -> list[str]:
+    """The names that are split names (train, val, test, ...), case-insensitive."""
+    return sorted(n for n in names if n.lower() in _SPLIT_NAMES)
+
+
+def _refuse_one_image_classes(counts: Sequence[int], dataset: str, where: Path | str, what: str) -> None:
+    """Refuse a layout whose every class holds one image: one folder per image, not per class."""
+    if len(counts) >= 2 and max(counts) == 1:
+        raise DataError(f"{dataset}: every {what} folder under {where} holds exactly one image ({len(counts)} "
+                        f"folders): that is one folder per image, not per class, and a few-shot class needs at "
+                        f"least 2 images (shots + queries). Put the images of one class in one folder "
+                        f"(<class>/<image>), or point data_root one level higher if these folders are images of "
+                        f"classes one level up")
+
+
+def _refuse_split_named(names: Sequence[str], dataset: str, where: Path, what: str) -> None:
+    """Refuse two or more ``what`` folders named as splits (a folder already split into train/val/test); warn for
+    one (a class may be called "test", but it usually is a split)."""
+    named = _split_named(names)
+    if len(named) >= 2:
+        raise DataError(f"{dataset}: the {what} folders {', '.join(named)} under {where} are named as splits, not "
+                        f"{what}es: this folder is already split. Use data='folder' with split='given' and "
+                        f"<root>/train/<class>/, <root>/val/<class>/ and <root>/test/<class>/ (add the missing "
+                        f"split folder), or point data_root at one of them")
+    if named:
+        warnings.warn(f"{dataset}: the {what} folder {named[0]} under {where} is named like a split; if it holds "
+                      f"a split of the data rather than one {what}, use split='given' "
+                      f"(<root>/{{train,val,test}}/<class>/)", stacklevel=3)
+
+
 def _scan_image_folder(root: Path, dataset: str) -> dict[str, list[tuple[str, list[Path]]]]:
     layout: dict[str, list[tuple[str, list[Path]]]] = {}
     for s in SPLITS:
         d = root / s
         if not d.is_dir():
             found = _subfolders(root)
+            runs = _one_shot_runs({root.name: {p.name for p in found}}) or \
+                _one_shot_runs({a.name: {p.name for p in _subfolders(a)} for a in found})
+            if runs:
+                raise _one_shot_runs_error(dataset, root, runs)
             other = ""
             if found and not any((root / t).is_dir() for t in SPLITS):
                 other = (f" It holds {len(found)} other folders ({', '.join(p.name for p in found[:4])}"
@@ -431,6 +487,7 @@ def _scan_image_folder(root: Path, dataset: str) -> dict[str, list[tuple[str, li
         classes = _subfolders(d)
         if not classes:
             raise DataError(f"{dataset}: {d} holds no class folders; {_FOLDER_HINT}")
+        _refuse_split_named([c.name for c in classes], dataset, d, "class")
         entries = []
         for c in classes:
             files = _image_files(c)
@@ -439,6 +496,7 @@ def _scan_image_folder(root: Path, dataset: str) -> dict[str, list[tuple[str, li
                                 f"{sorted(IMAGE_EXTENSIONS)}); add its images or delete the folder")
             entries.append((c.name, files))
         layout[s] = entries
+    _refuse_one_image_classes([len(fs) for s in SPLITS for _, fs in layout[s]], dataset, root, "class")
     return layout
 
 
@@ -451,6 +509,11 @@ def _scan_flat_classes(root: Path, dataset: str, split: str) -> list[tuple[str, 
                         f"{'<root>/<class>/<image>' if split == 'random' else '<root>/<superclass>/<class>/<image>'})")
     if not top:
         raise DataError(f"{dataset}: {root} holds no folders; {_FOLDER_LAYOUTS}")
+    runs = _one_shot_runs({root.name: {p.name for p in top}}) or \
+        _one_shot_runs({a.name: {p.name for p in _subfolders(a)} for a in top})
+    if runs:
+        raise _one_shot_runs_error(dataset, root, runs)
+    _refuse_split_named([p.name for p in top], dataset, root, "class" if split == "random" else "superclass")
     out: list[tuple[str, str | None, list[Path]]] = []
     for a in top:
         if split == "random":
@@ -475,6 +538,7 @@ def _scan_flat_classes(root: Path, dataset: str, split: str) -> list[tuple[str, 
                 raise DataError(f"{dataset}: class folder {c} is empty (no image files with an extension in "
                                 f"{sorted(IMAGE_EXTENSIONS)}); add its images or delete the folder")
             out.append((f"{a.name}/{c.name}", a.name, files))
+    _refuse_one_image_classes([len(fs) for _, _, fs in out], dataset, root, "class")
     return out
 
 
@@ -570,7 +634,9 @@ def load_image_folder(root: str | os.PathLike, size: int = 84, cache: bool = Tru
             splits[s] = split_payload(decode_images(paths, size, mode), labels, lambda k, names=names: names[k])
         return {"splits": splits, "info": {"root": str(root), "layout": "folder", "size": size}}
 
-    return to_dataset(dataset_name, cached(path, build), path)
+    dataset = to_dataset(dataset_name, cached(path, build), path)
+    dataset.info["decode"] = {"mode": mode, "invert": False}  # a run's preprocessing record (studylib.api)
+    return dataset
 
 
 def _load_flat_folder(root: Path, size: int, cache: bool, split: str, seed: int,
@@ -606,7 +672,7 @@ def _load_flat_folder(root: Path, size: int, cache: bool, split: str, seed: int,
     info = {"root": str(root), "layout": f"<root>/<superclass>/<class>/<image>" if split == "alphabet" else
             "<root>/<class>/<image>", "split": split, "seed": seed, "fractions": list(fractions), "size": size,
             "classes": {s: int((assign == i).sum()) for i, s in enumerate(SPLITS)},
-            "cache_file": str(path) if path is not None else None}
+            "cache_file": str(path) if path is not None else None, "decode": {"mode": mode, "invert": False}}
     return FewShotDataset(dataset_name, splits, info)
 
 
@@ -1148,6 +1214,25 @@ def _omniglot_assignment(kinds: list[str], alphabets: list[str], split: str, see
     return np.array([of_alpha[ka] for ka in zip(kinds, alphabets)], dtype=np.int64)
 
 
+def _refuse_omniglot_lookalikes(listing: list[tuple[str, str, str, _OmniSource, list[str]]], root: Path) -> None:
+    """Refuse what reads as ``<alphabet>/<character>/*.png`` but is not Omniglot's characters: Lake's one-shot
+    ``all_runs`` (alphabets ``runNN`` of characters ``training``/``test``), a folder already split into
+    train/val/test, or character folders of one image each."""
+    children: dict[str, set[str]] = collections.defaultdict(set)
+    for _, a, c, _, _ in listing:
+        children[a].add(c)
+    runs = _one_shot_runs(children)
+    if runs:
+        raise _one_shot_runs_error("omniglot", root, runs)
+    named = _split_named(children)
+    if len(named) >= 2:
+        raise DataError(f"omniglot: the alphabet folders {', '.join(named)} under {root} are named as splits: this "
+                        f"folder is already split into <split>/<class>/<image>. Read it with data='folder' and "
+                        f"split='given' (<root>/train/<class>/, val/, test/), or point data_root at Omniglot's "
+                        f"<alphabet>/<character>/<image>.png folders")
+    _refuse_one_image_classes([len(fs) for *_, fs in listing], "omniglot", root, "character")
+
+
 def load_omniglot(root: str | os.PathLike, size: int = 28, rotations: bool = False, split: str = "vinyals",
                   seed: int = 0, cache: bool = True) -> FewShotDataset:
     """Read Omniglot (Lake et al.) from the authors' zips or their unzipped folders.
@@ -1199,6 +1284,10 @@ def load_omniglot(root: str | os.PathLike, size: int = 28, rotations: bool = Fal
     root_p = path_in.resolve()
     sources, ignored = _find_omniglot_sources(root_p)
     if not sources:
+        if root_p.is_dir():
+            runs = _one_shot_runs({root_p.name: {p.name for p in _subfolders(root_p)}})
+            if runs:
+                raise _one_shot_runs_error("omniglot", root_p, runs)
         found = _describe_folder(root_p) if root_p.is_dir() else f"the zip's top folders are not one folder"
         raise DataError(f"omniglot: no Omniglot images under {root_p}; {_OMNI_LAYOUT}. Found: {found}")
     listing: list[tuple[str, str, str, _OmniSource, list[str]]] = []
@@ -1211,6 +1300,7 @@ def load_omniglot(root: str | os.PathLike, size: int = 28, rotations: bool = Fal
                                 f"copy of it under {root_p}")
             seen_alpha[a] = src
         listing.extend((src.kind, a, c, src, files) for (a, c), files in sorted(chars.items()))
+    _refuse_omniglot_lookalikes(listing, root_p)
     files_fp = [s.path for s in sources if s.is_zip] + [Path(f) for *_, s, fs in listing if not s.is_zip for f in fs]
     cpath = cache_path("omniglot", root_p, size, {"polarity": "ink255", "sources": [s.top for s in sources]},
                        files_fp) if cache else None
@@ -1248,6 +1338,7 @@ def load_omniglot(root: str | os.PathLike, size: int = 28, rotations: bool = Fal
     info = {"root": str(root_p), "sources": [repr(s) for s in sources], "ignored_sources": ignored, "size": size,
             "split": split, "seed": seed if split == "random" else None, "rotations": rotations,
             "polarity": "ink=255, background=0 (the PNGs are inverted)",
+            "decode": {"mode": "L", "invert": True},  # how the PNGs were decoded (a run's preprocessing record)
             "characters": {s: int((assign == i).sum()) for i, s in enumerate(SPLITS)},
             "cache_file": str(cpath) if cpath is not None else None}
     return FewShotDataset("omniglot", splits, info)

@@ -260,6 +260,35 @@ def data_stats(dataset: FewShotDataset) -> dict[str, Any]:
             "num_classes": int(train_split.num_classes), "mean": mean, "std": std}
 
 
+PREPROCESSING_VERSION = 1  # bump when the meaning of a preprocessing record's keys changes
+
+
+def preprocessing(dataset: FewShotDataset) -> dict[str, Any]:
+    """How the run's images were decoded and normalised, so that image files can be read exactly as training saw
+    them (:mod:`studylib.api`).
+
+    The reader states its decoding in ``dataset.info["decode"]`` (``mode``: ``"L"`` or ``"RGB"``, ``invert``:
+    whether ``255 - pixel`` was stored, e.g. Omniglot's white ink on black); data sets that state none (generated
+    sets, tensors, pickled arrays) are taken as decoded in the mode their channel count implies, uninverted.
+
+    Returns:
+        ``{"version", "mode", "channels", "invert", "size", "resize", "mean", "std"}``: every image is decoded
+        in ``mode``, inverted when ``invert``, resized straight to ``size x size`` (bilinear, antialiased, no
+        crop), then scaled to [0, 1] and normalised per channel, ``(x - mean) / std``.
+    """
+    train_split = dataset["train"]
+    channels = int(train_split.images.shape[1])
+    decode = dict(dataset.info.get("decode") or {}) if isinstance(dataset.info, dict) else {}
+    mode = str(decode.get("mode", "RGB" if channels == 3 else "L"))
+    if (mode == "RGB") != (channels == 3):
+        raise ValueError(f"{dataset.name}: the reader says it decoded in mode {mode!r} but the training images "
+                         f"have {channels} channel(s)")
+    mean, std = normalisation(train_split)
+    return {"version": PREPROCESSING_VERSION, "mode": mode, "channels": channels,
+            "invert": bool(decode.get("invert", False)), "size": int(train_split.images.shape[-1]),
+            "resize": "bilinear, antialiased, straight to size x size (no crop)", "mean": mean, "std": std}
+
+
 def build_parts(spec: RunSpec, dataset: FewShotDataset) -> tuple[Method, Callable[[torch.Tensor], torch.Tensor]]:
     """The method (backbone, heads, training augmentation) and the evaluation transform of ``spec``."""
     return build_parts_from(spec, data_stats(dataset), train_labels=dataset["train"].labels)
@@ -294,11 +323,13 @@ def save_inference_record(run: Run, spec: RunSpec, dataset: FewShotDataset,
                           cl2n_mean: torch.Tensor | None) -> None:
     """Write the training run's ``inference.json`` once (:mod:`studylib.api` rebuilds the model from it and
     ``config.json`` without the data): :func:`data_stats`, the spec's ``name`` and the CL2N centre (the mean
-    training feature the evaluation used, with its ``eval_mean_images``)."""
+    training feature the evaluation used, with its ``eval_mean_images``) and the :func:`preprocessing` record
+    (how the training images were decoded; :mod:`studylib.api` decodes files the same way)."""
     if run.has(INFERENCE):
         return
     import json
-    record = {**data_stats(dataset), "name": spec.name, "cl2n": spec.eval.cl2n,
+    record = {**data_stats(dataset), "preprocessing": preprocessing(dataset), "name": spec.name,
+              "cl2n": spec.eval.cl2n,
               "cl2n_mean_images": spec.eval.mean_images,
               "cl2n_mean": cl2n_mean.detach().float().cpu().tolist() if cl2n_mean is not None else None}
     run.write_bytes(INFERENCE, json.dumps(record).encode())

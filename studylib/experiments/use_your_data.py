@@ -17,25 +17,44 @@ from studylib.config import ParamError, param
 from studylib.evaluation import stats
 from studylib.evaluation.verdicts import Claim, Expectation
 from studylib.experiments.claims import ClaimsTable
-from studylib.experiments.common import BACKBONES, DataParams, check_data_params
+from studylib.experiments.common import BACKBONES, check_data_params
+from studylib.paths import SCALES
 from studylib.experiments.runner import DataSpec, EvalSpec, Outcome, RunSpec, run_sweep
 from studylib.training.loop import TrainConfig
 
 NOTEBOOK = "90_use_your_data"
 CLASSIFIERS = ("nearest_centroid", "soft_assignment")
+# Methods the notebook can compare on your folder (seed 000's three; the others need their own protocols).
+COMPARE_METHODS = ("nca", "pn", "mn")
+
+
+# PIL modes of single-channel images: a folder of these is read in grayscale by image_mode='auto'.
+GRAY_MODES = frozenset({"1", "L", "LA", "La", "I", "I;16", "I;16B", "I;16L", "I;16N", "F"})
 
 
 @dataclass
-class Params(DataParams):
-    """Parameters of ``notebooks/90_use_your_data.ipynb``; the defaults are the smoke scale."""
+class Params:
+    """Parameters of ``notebooks/90_use_your_data.ipynb``; the defaults are the smoke scale. Only parameters that
+    apply to a folder of images (no generated-set options such as ``rgb`` or ``max_classes``)."""
 
+    scale: str = param("smoke", choices=SCALES, help="smoke (the example folder, CPU), paper (your folder, the "
+                                                     "paper-style protocol, GPU) or check (few steps on a stand-in "
+                                                     "folder); separates outputs and references", cut=True)
     data: str = param("folder", choices=("folder",), help="your own images (the layout is chosen by split)")
     data_root: str | None = param(None, help="your image folder (relative: to the repository root); None: the "
                                              "notebook writes a small example folder and uses it; standin:folder "
                                              "for the check scale", cut=True)
     split: str = param("random", choices=("random", "given", "alphabet"),
                        help="random (root/<class>/), given (root/{train,val,test}/<class>/) or alphabet "
-                            "(root/<superclass>/<class>/)")
+                            "(root/<superclass>/<class>/, whole superclasses per split)")
+    split_seed: int = param(0, ge=0, help="random and alphabet: seed of the class (or superclass) order")
+    split_fractions: list[float] = param([0.64, 0.16, 0.2], ge=0,
+                                         help="random and alphabet: train, val, test share of the classes (train "
+                                              "> 0, test > 0; alphabet: whole superclasses, so only approximately)")
+    image_size: int = param(28, ge=1, help="side of the square images fed to the network")
+    image_mode: str = param("auto", choices=("auto", "grayscale", "rgb"),
+                            help="how image files are decoded: grayscale (1 channel), rgb (3 channels), or auto: "
+                                 "grayscale when every image file is single-channel, else rgb")
     example_classes: int = param(30, ge=10, help="example folder (data_root None): classes")
     example_images: int = param(12, ge=6, help="example folder (data_root None): images per class")
     backbone: str = param("conv4", choices=BACKBONES, help="embedding network")
@@ -52,11 +71,26 @@ class Params(DataParams):
     eval_mean_images: int | None = param(None, ge=1, help="CL2N centre from this many training images (None: all)",
                                          cut=True)
     seeds: list[int] = param([0, 1, 2], help="training seeds", cut=True)
+    compare: list[str] = param(["nca", "pn", "mn"], help="methods trained on the same folder and compared on the "
+                                                         "same test episodes: nca (shuffled batches of batch_size), "
+                                                         "pn and mn (episodes of episode_ways x (episode_shots + "
+                                                         "episode_queries) images); [] skips the comparison",
+                               cut=True)
+    episode_ways: int = param(5, ge=2, help="pn, mn: classes per training episode")
+    episode_shots: int = param(1, ge=1, help="pn, mn: support images per class in a training episode")
+    episode_queries: int = param(5, ge=1, help="pn, mn: query images per class in a training episode")
     device: str = param("auto", help="'auto' (CUDA when present), 'cpu' or 'cuda'")
 
     def check(self) -> None:
         # data_root None is allowed here: the notebook writes its example folder
         check_data_params(self.data, self.data_root or "example", self.split)
+        unknown = [m for m in self.compare if m not in COMPARE_METHODS]
+        if unknown:
+            raise ParamError(f"compare={self.compare} names {unknown}; allowed: {', '.join(COMPARE_METHODS)}")
+        fr = self.split_fractions
+        if len(fr) != 3 or fr[0] <= 0 or fr[2] <= 0:
+            raise ParamError(f"split_fractions={fr} must be three shares [train, val, test] with train > 0 and "
+                             f"test > 0 (val may be 0), e.g. [0.64, 0.16, 0.2]")
         if not self.seeds:
             raise ParamError("seeds is empty; give at least one training seed, e.g. [0, 1]")
         if self.eval_queries + max(self.eval_shots) > self.example_images and self.data_root is None:
@@ -91,20 +125,65 @@ def data_root(p: Params) -> str:
     return p.data_root if p.data_root else str(write_example_folder(p))
 
 
+def image_files(root: str | Path) -> list[Path]:
+    """Every image file under ``root`` (recursively; hidden files skipped)."""
+    from studylib.data.base import resolve_root
+    from studylib.data.readers import IMAGE_EXTENSIONS
+    return sorted(f for f in resolve_root(root).rglob("*") if f.is_file() and not f.name.startswith(".")
+                  and f.suffix.lower() in IMAGE_EXTENSIONS)
+
+
+def decode_mode(p: Params, root: str | None = None) -> str:
+    """The reader's mode, ``"L"`` or ``"RGB"``, for ``image_mode``: ``auto`` reads every file's header (PIL
+    opens lazily: no pixels are decoded) and picks ``"L"`` only when all of them are single-channel, so a
+    grayscale folder is never silently tripled into RGB, and one colour image keeps the colours."""
+    if p.image_mode != "auto":
+        return "L" if p.image_mode == "grayscale" else "RGB"
+    from PIL import Image
+    from studylib.data.standins import resolve_root
+    files = image_files(resolve_root("folder", root if root is not None else data_root(p)))
+    for f in files:
+        try:
+            with Image.open(f) as img:
+                if img.mode not in GRAY_MODES and not (img.mode == "P" and _gray_palette(img)):
+                    return "RGB"
+        except OSError:
+            continue  # the reader names an unreadable file when it decodes it
+    return "L" if files else "RGB"  # no files: the reader says what is missing
+
+
+def _gray_palette(img: Any) -> bool:
+    """Whether a palette image's colours are all grey (r = g = b)."""
+    pal = img.getpalette() or []
+    return all(pal[i] == pal[i + 1] == pal[i + 2] for i in range(0, len(pal) - 2, 3))
+
+
 def data_spec(p: Params) -> DataSpec:
-    return DataSpec("folder", data_root(p), {"size": p.image_size, "split": p.split})
+    root = data_root(p)
+    opts: dict[str, Any] = {"size": p.image_size, "split": p.split, "mode": decode_mode(p, root)}
+    if p.split != "given":
+        opts.update(seed=p.split_seed, fractions=list(p.split_fractions))
+    return DataSpec("folder", root, opts)
 
 
 def load_data(p: Params):
     return data_spec(p).load()
 
 
-def spec_from_params(p: Params, seed: int) -> RunSpec:
+def spec_from_params(p: Params, seed: int, method: str = "nca") -> RunSpec:
+    """The run of ``method`` for one training seed: NCA on shuffled batches, PN / MN on episodes (the same
+    backbone, epochs, learning rate and evaluation episodes)."""
+    if method == "nca":
+        train = TrainConfig(epochs=p.epochs, sampler="shuffled", batch_size=p.batch_size, lr=p.lr,
+                            milestones=[0.7], max_steps=p.max_steps, seed=seed, device=p.device, scale=p.scale)
+    else:  # as many images per epoch as the training split holds, in episodes
+        train = TrainConfig(epochs=p.epochs, sampler="episodic", ways=p.episode_ways, shots=p.episode_shots,
+                            queries=p.episode_queries, lr=p.lr, milestones=[0.7], max_steps=p.max_steps, seed=seed,
+                            device=p.device, scale=p.scale)
     return RunSpec(
-        name=f"{NOTEBOOK}-nca", data=data_spec(p), backbone=p.backbone,
-        backbone_options={"hidden": p.hidden} if p.backbone == "conv4" else {}, method="nca", augment="none",
-        train=TrainConfig(epochs=p.epochs, sampler="shuffled", batch_size=p.batch_size, lr=p.lr,
-                          milestones=[0.7], max_steps=p.max_steps, seed=seed, device=p.device, scale=p.scale),
+        name=f"{NOTEBOOK}-{method}", data=data_spec(p), backbone=p.backbone,
+        backbone_options={"hidden": p.hidden} if p.backbone == "conv4" else {}, method=method, augment="none",
+        train=train,
         eval=EvalSpec(ways=p.eval_ways, shots=list(p.eval_shots), queries=p.eval_queries, episodes=p.eval_episodes,
                       classifiers=list(CLASSIFIERS), val_episodes=0, seed=0,
                       mean_images=p.eval_mean_images))
@@ -113,6 +192,36 @@ def spec_from_params(p: Params, seed: int) -> RunSpec:
 def run(p: Params, progress: bool = True) -> list[Outcome]:
     """Train (or load) one NCA model per seed on the folder; ``[outcome per seed]``."""
     return run_sweep([spec_from_params(p, s) for s in p.seeds], progress=progress)
+
+
+def compare(p: Params, progress: bool = True) -> dict[str, list[Outcome]]:
+    """Train (or load) every method of ``p.compare`` for every seed; ``{method: [outcome per seed]}``. Every
+    run is evaluated on the same test episodes (evaluation seed 0), so differences are paired."""
+    specs = [spec_from_params(p, s, m) for m in p.compare for s in p.seeds]
+    outcomes = run_sweep(specs, progress=progress) if specs else []
+    n = len(p.seeds)
+    return {m: outcomes[i * n:(i + 1) * n] for i, m in enumerate(p.compare)}
+
+
+def comparison_table(p: Params, by_method: dict[str, list[Outcome]]) -> list[dict[str, Any]]:
+    """One row per method: nearest-centroid accuracy per shot count (mean ± 95% CI over seeds, %), the paired
+    difference to the first method, and the mean training time per run (s, as measured when it trained)."""
+    rows = []
+    first = next(iter(by_method), None)
+    for m, outs in by_method.items():
+        row: dict[str, Any] = {"method": m, "seeds": len(outs)}
+        for s in sorted(p.eval_shots):
+            row[f"{s}-shot (%)"] = accuracy(outs, "nearest_centroid", s).fmt()
+            if m == first:
+                row[f"{s}-shot vs {first} (pts)"] = "(reference)"
+            else:
+                diff = stats.paired_difference([o.accuracies("nearest_centroid", s) for o in outs],
+                                               [o.accuracies("nearest_centroid", s) for o in by_method[first]])
+                row[f"{s}-shot vs {first} (pts)"] = diff.fmt(signed=True)
+        secs = [o.result.get("train_seconds") for o in outs]
+        row["train s/run"] = round(sum(secs) / len(secs), 1) if secs and None not in secs else None
+        rows.append(row)
+    return rows
 
 
 def accuracy(outcomes: list[Outcome], classifier: str, shots: int) -> stats.Estimate:
@@ -163,8 +272,13 @@ def claims(p: Params, outcomes: list[Outcome] | None = None) -> ClaimsTable:
     return table
 
 
-def reference_values(p: Params, outcomes: list[Outcome]) -> dict[str, Any]:
+def reference_values(p: Params, outcomes: list[Outcome],
+                     by_method: dict[str, list[Outcome]] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {f"{c}/{s}": accuracy(outcomes, c, s) for c in CLASSIFIERS for s in p.eval_shots}
+    for m, outs in (by_method or {}).items():
+        if m != "nca":  # NCA's runs are ``outcomes`` themselves
+            out.update({f"compare/{m}/nearest_centroid/{s}": accuracy(outs, "nearest_centroid", s)
+                        for s in p.eval_shots})
     out["test_images"] = int(sum(len(o.spec.data.load()["test"]) for o in outcomes[:1]))
     return out
 
@@ -175,5 +289,50 @@ def prediction_table(pred: Any, query_files: list[Path], truth: list[str]) -> li
             for i, (f, y, t) in enumerate(zip(query_files, pred.labels, truth))]
 
 
+def binomial_range(n: int, prob: float, level: float = 0.95) -> tuple[int, int]:
+    """The central ``level`` range ``[lo, hi]`` of correct answers out of ``n`` at accuracy ``prob``: the
+    smallest ``lo`` with ``P(X <= lo) > (1 - level) / 2`` and the smallest ``hi`` with ``P(X <= hi) >=
+    (1 + level) / 2``, for ``X ~ Binomial(n, prob)`` (exact sums)."""
+    import math
+    tail = (1 - level) / 2
+    cdf, lo, hi = 0.0, None, n
+    for k in range(n + 1):
+        cdf += math.comb(n, k) * prob ** k * (1 - prob) ** (n - k)
+        if lo is None and cdf > tail:
+            lo = k
+        if cdf >= 1 - tail:
+            hi = k
+            break
+    return int(lo or 0), hi
+
+
+def demo_summary(p: Params, pred: Any, truth: list[str], outcomes: list[Outcome], dataset: Any) -> dict[str, Any]:
+    """The demo's accuracy against chance and against what the trained model's test accuracy predicts.
+
+    Returns ``{"correct", "images", "ways", "chance", "expected", "range", "text"}``: ``expected`` is the
+    models' mean 1-shot nearest-centroid test accuracy (:func:`accuracy` over seeds), ``range`` the binomial
+    95% range of correct answers it predicts for this many images, and ``text`` one paragraph saying so.
+    """
+    correct = sum(a == b for a, b in zip(pred.labels, truth))
+    n, ways = len(truth), len(pred.classes)
+    chance = 1 / ways
+    est = accuracy(outcomes, "nearest_centroid", 1) if 1 in p.eval_shots else None
+    expected = float(est.value) if est is not None else None
+    lo, hi = binomial_range(n, expected) if expected is not None else (None, None)
+    text = (f"{correct} of {n} new images are classified correctly ({100 * correct / n:.0f}%); chance is 1 in "
+            f"{ways} ({100 * chance:.0f}%). ")
+    if expected is not None:
+        where = "within" if lo <= correct <= hi else ("above" if correct > hi else "below")
+        text += (f"The models' {p.eval_ways}-way 1-shot test accuracy, {est.fmt()}% over {len(outcomes)} seeds, "
+                 f"predicts {lo} to {hi} correct of {n} (binomial 95% range): this demo is {where} that range. ")
+    text += (f"These are {p.scale}-scale models ({p.backbone}, {p.epochs} epochs on {len(dataset['train'])} "
+             f"training images of {dataset['train'].num_classes} classes)"
+             + (": a smoke model shows the path in seconds and is expected to beat chance, not to be accurate; "
+                "train at paper scale (a larger backbone, more epochs, a GPU) for accuracy." if p.scale == "smoke"
+                else "."))
+    return {"correct": correct, "images": n, "ways": ways, "chance": chance, "expected": expected,
+            "range": (lo, hi), "text": text}
+
+
 __all__ = ["Params", "NOTEBOOK", "run", "claims", "reference_values", "write_example_folder", "new_images",
-           "results_table", "load_data", "data_root"]
+           "results_table", "load_data", "data_root", "decode_mode", "demo_summary", "binomial_range", "compare", "comparison_table"]
