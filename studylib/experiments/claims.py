@@ -52,6 +52,25 @@ class ClaimsTable:
         dup = sorted({i for i in ids if ids.count(i) > 1})
         if dup:
             raise ValueError(f"claim ids must be unique within {notebook}; repeated: {', '.join(dup)}")
+        if self.scale == "check":
+            self.claims = self._with_paper_ids()
+
+    def _with_paper_ids(self) -> list[Claim]:
+        """At check scale: the paper scale's claims first (a check run carries the paper ids; those the cut
+        configuration does not produce, e.g. a batch size it leaves out, are "not tested"), then the check
+        run's own claims that the paper scale does not have."""
+        try:
+            paper = static_claims(self.notebook, "paper")
+        except Exception:  # noqa: BLE001 - a notebook without paper.yaml (a user's) keeps its own claims
+            return self.claims
+        if paper is None:
+            return self.claims
+        own = {c.id: c for c in self.claims}
+        merged = [own.pop(c.id, None) or dataclasses.replace(
+            c, measured=None, applies=False,
+            why_not="the check scale cuts this configuration (its own rows below test the wiring)")
+            for c in paper]
+        return merged + list(own.values())
 
     def __getitem__(self, claim_id: str) -> Claim:
         for c in self.claims:
