@@ -207,3 +207,21 @@ def test_a_run_writes_its_page_under_out_and_leaves_tracked_files_alone(tmp_path
     run_path = script[script.index("run_notebooks() {"):script.index("reference() {")]
     assert "-m studylib.experiments.claims --out out/claims.md" in run_path
     assert "figures/claims.md" not in run_path.split("--out")[0].split("local failed=0")[1]
+
+
+def test_the_registry_names_real_claims_and_the_headline_counts_aliases_once():
+    from studylib.experiments import claim_registry as G
+    ids = {}
+    for nb in {nb for nb, _ in G.REGISTRY} | {a.split(":")[0] for m in G.REGISTRY.values() if (a := m.alias_of)}:
+        ids[nb] = {c.id for scale in ("smoke", "paper") for c in C.static_claims(nb, scale)}
+    for (nb, cid), m in G.REGISTRY.items():
+        assert cid in ids[nb], f"claim_registry names {nb}:{cid}, which no scale of {nb} has"
+        if m.alias_of:
+            anb, aid = m.alias_of.split(":")
+            assert aid in ids[anb] and G.REGISTRY.get((anb, aid), G.Meta()).alias_of is None, m.alias_of
+    page = C.summary_markdown(["04_ablations"])
+    rows = [line for line in page.split("## 04_ablations")[1].splitlines() if line.startswith("| ") and
+            not line.startswith(("| claim", "| ---"))]
+    aliases = [r for r in rows if "alias of" in r]
+    total = int(next(line for line in page.splitlines() if line.startswith("| all |")).split("|")[-2])
+    assert len(aliases) == 2 and total == len(rows) - 2
