@@ -465,7 +465,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("notebooks", nargs="*")
     args = ap.parse_args(argv)
     if args.save:
-        for dst in save_committed(args.save, args.notebooks):
+        from studylib.notebooks import resolve
+        try:
+            written = save_committed(args.save, [resolve(n) for n in args.notebooks])
+        except ValueError as err:  # a missing or overridden table: the message says what to run
+            sys.exit(f"claims: {err}")
+        for dst in written:
             print(f"claims: wrote {dst}")
     elif args.notebooks:
         ap.error("notebooks are named only with --save")
