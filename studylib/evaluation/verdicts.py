@@ -15,13 +15,14 @@ the study measures to test it) and its verdict comes from :func:`judge`, never f
 ours - paper, margin ``m`` in the effect's unit)
     fewer than :data:`MIN_SEEDS` seeds -> **inconclusive**; the whole interval inside ``[-m, m]`` ->
     **reproduced**; the whole interval outside it -> **not reproduced**; otherwise **inconclusive**.
-    ``figures/claims.md`` adds a multiplicity correction (:func:`with_fdr`): over the directional claims of
-    one scale, a decisive verdict also needs its Benjamini-Hochberg q-value ``<= 0.05``.
 ``equal`` (a formula or a count, no training noise)
     **reproduced** if the measured value equals the expected one (floats to a relative 1e-9), else
     **not reproduced**.
 Any claim whose test does not apply to this run (a number measured on miniImageNet, judged on generated
 smoke data) is **not tested**, with the reason.
+
+``figures/claims.md`` adds a multiplicity correction (:func:`with_fdr`): over the measured ``greater`` /
+``less`` claims of one scale, a decisive verdict also needs its Benjamini-Hochberg q-value ``<= 0.05``.
 """
 
 from __future__ import annotations
