@@ -258,10 +258,16 @@ def notebook_params(schema: type[T], namespace: Mapping[str, Any], baseline: set
     values.update({k: namespace[k] for k in new - fields - own})
     params = validate(schema, values, where=f"notebook {notebook}")
     _CURRENT["notebook"] = notebook  # recorded in the runs this process trains (./study results)
+    _CURRENT["params"] = params  # recorded in the claims table the notebook saves (its params_hash)
     return params
 
 
-_CURRENT: dict[str, str | None] = {"notebook": None}
+_CURRENT: dict[str, Any] = {"notebook": None, "params": None}
+
+
+def current_params() -> Any:
+    """The parameters :func:`notebook_params` last validated in this process (None outside a notebook)."""
+    return _CURRENT.get("params")
 
 
 def current_notebook() -> str | None:

@@ -8,7 +8,11 @@ is an :class:`Estimate` over training seeds:
 * each seed gives one value (its mean over episodes, or a per-seed effect such as a paired difference);
 * the point estimate is the mean of the per-seed values;
 * its 95% interval is Student's ``t_{0.975, n-1} * s / sqrt(n)`` over the ``n`` seeds (``s`` their sample
-  standard deviation), which carries both sources of noise, since each per-seed value includes its episodes;
+  standard deviation). It carries the training-seed noise only: every seed is evaluated on the SAME episodes
+  (``EvalSpec.seed`` is fixed), so the sampling of the episodes is held fixed, not averaged over; the episode
+  noise is reported beside it (:attr:`Estimate.episode_ci95`), not inside it;
+* :func:`p_value` is the t-test behind that interval and :func:`bh_qvalues` adjusts a family of them
+  (Benjamini-Hochberg), as ``figures/claims.md`` does over the directional claims of one scale;
 * with one seed the only uncertainty available is the episodes': ``1.96 * std / sqrt(E)`` (seed 000,
   Sec. 3.1). :mod:`studylib.evaluation.verdicts` never calls a difference reproduced from one seed.
 
@@ -175,3 +179,41 @@ def combine(fn: Callable[..., float], *estimates: Estimate) -> Estimate:
 def difference(a: Estimate, b: Estimate) -> Estimate:
     """``A - B`` paired by seed, when the per-episode values are not at hand (``combine`` of a minus)."""
     return combine(lambda x, y: x - y, a, b)
+
+
+def p_value(effect: Estimate) -> float | None:
+    """Two-sided p-value of the one-sample t-test of ``H0: effect = 0`` over the per-seed values.
+
+    ``t = mean / (s / sqrt(n))`` with ``n - 1`` degrees of freedom: the test behind the Student-t interval of
+    :func:`over_seeds` (the interval excludes 0 exactly when ``p < 0.05``). With all seeds equal the test
+    degenerates: ``p = 0`` for a non-zero mean, ``1`` for zero. None with fewer than 2 seeds (no test exists).
+    """
+    n = effect.n_seeds
+    if n < 2:
+        return None
+    s = effect.spread
+    if s == 0.0:
+        return 0.0 if effect.value != 0.0 else 1.0
+    t = effect.value / (s / math.sqrt(n))
+    return float(2.0 * _scipy_stats.t.sf(abs(t), n - 1))
+
+
+def bh_qvalues(pvalues: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg adjusted p-values (q-values) of a family of tests, in the input order.
+
+    With the ``m`` p-values sorted ascending, ``q_(i) = min_{j >= i} min(1, p_(j) * m / j)``; rejecting every
+    hypothesis with ``q <= alpha`` controls the false-discovery rate at ``alpha`` for independent or
+    positively dependent tests (Benjamini & Hochberg, 1995).
+    """
+    p = np.asarray([float(x) for x in pvalues], dtype=np.float64)
+    if p.size == 0:
+        return []
+    if np.any(~np.isfinite(p)) or np.any((p < 0) | (p > 1)):
+        raise ValueError(f"p-values must lie in [0, 1], got {p.tolist()}")
+    m = p.size
+    order = np.argsort(p, kind="stable")
+    scaled = p[order] * m / np.arange(1, m + 1)
+    q_sorted = np.minimum.accumulate(scaled[::-1])[::-1].clip(max=1.0)
+    q = np.empty(m)
+    q[order] = q_sorted
+    return q.tolist()

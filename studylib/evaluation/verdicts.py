@@ -20,6 +20,9 @@ ours - paper, margin ``m`` in the effect's unit)
     **not reproduced**.
 Any claim whose test does not apply to this run (a number measured on miniImageNet, judged on generated
 smoke data) is **not tested**, with the reason.
+
+``figures/claims.md`` adds a multiplicity correction (:func:`with_fdr`): over the measured ``greater`` /
+``less`` claims of one scale, a decisive verdict also needs its Benjamini-Hochberg q-value ``<= 0.05``.
 """
 
 from __future__ import annotations
@@ -92,15 +95,21 @@ def less(effect: Estimate) -> tuple[str, str]:
     return _directional(effect, -1)
 
 
-def within(effect: Estimate, margin: float) -> tuple[str, str]:
-    """Verdict for a claim that ``|effect| <= margin`` (an equivalence, or a match of the paper's number)."""
+def within(effect: Estimate, margin: float, unit: float = 1.0, suffix: str = "") -> tuple[str, str]:
+    """Verdict for a claim that ``|effect| <= margin`` (an equivalence, or a match of the paper's number).
+
+    ``margin`` is in the effect's own unit (a fraction for accuracies); ``unit`` and ``suffix`` only say it in
+    the table's unit (``unit=100, suffix=" pts"`` writes a margin of 0.01 as ``±1 pts``). The point estimate
+    alone never decides: an interval that straddles the margin is inconclusive.
+    """
     if effect.n_seeds < MIN_SEEDS:
         return INCONCLUSIVE, f"{effect.n_seeds} training seed(s); a comparison needs at least {MIN_SEEDS}"
+    m = f"±{margin * unit:g}{suffix}"
     if -margin <= effect.lo and effect.hi <= margin:
-        return REPRODUCED, f"the 95% interval lies inside ±{margin:g}"
+        return REPRODUCED, f"the 95% interval lies inside {m}"
     if effect.lo > margin or effect.hi < -margin:
-        return NOT_REPRODUCED, f"the 95% interval lies outside ±{margin:g}"
-    return INCONCLUSIVE, f"the 95% interval straddles ±{margin:g}"
+        return NOT_REPRODUCED, f"the 95% interval lies outside {m}"
+    return INCONCLUSIVE, f"the 95% interval straddles {m}"
 
 
 def equal(measured: Any, expected: Any) -> tuple[str, str]:
@@ -119,8 +128,10 @@ def _equal(a: Any, b: Any) -> bool:
     return a == b
 
 
-def judge(expect: Expectation, measured: Any, applies: bool = True, why_not: str = "") -> tuple[str, str]:
-    """The verdict of a claim: ``(verdict, reason)`` by the rule of ``expect.kind``."""
+def judge(expect: Expectation, measured: Any, applies: bool = True, why_not: str = "",
+          unit: float = 1.0) -> tuple[str, str]:
+    """The verdict of a claim: ``(verdict, reason)`` by the rule of ``expect.kind`` (``unit``: the factor
+    the reason states a ``within`` margin in, as the table shows the effect)."""
     if not applies:
         return NOT_TESTED, why_not or "the test does not apply to this run"
     if measured is None:
@@ -133,7 +144,22 @@ def judge(expect: Expectation, measured: Any, applies: bool = True, why_not: str
         return greater(measured)
     if expect.kind == "less":
         return less(measured)
-    return within(measured, expect.margin)
+    return within(measured, expect.margin, unit, " pts" if unit == 100.0 else "")
+
+
+FDR_ALPHA = 0.05  # Benjamini-Hochberg false-discovery rate over the directional claims of one scale
+
+
+def with_fdr(verdict: str, reason: str, q: float | None) -> tuple[str, str]:
+    """A directional verdict after the multiplicity correction: a decisive verdict (reproduced or not
+    reproduced) also needs its Benjamini-Hochberg q-value ``<= FDR_ALPHA``; otherwise it is inconclusive."""
+    if verdict not in (REPRODUCED, NOT_REPRODUCED):
+        return verdict, reason
+    if q is None:
+        return INCONCLUSIVE, f"{reason}, but no q-value (no t-test over seeds)"
+    if q > FDR_ALPHA:
+        return INCONCLUSIVE, f"{reason}, but q = {q:.3f} > {FDR_ALPHA:g} (Benjamini-Hochberg)"
+    return verdict, f"{reason}, q = {q:.3f} <= {FDR_ALPHA:g}"
 
 
 @dataclass
@@ -166,11 +192,11 @@ class Claim:
 
     @property
     def verdict(self) -> str:
-        return judge(self.expect, self.measured, self.applies, self.why_not)[0]
+        return judge(self.expect, self.measured, self.applies, self.why_not, self.unit)[0]
 
     @property
     def reason(self) -> str:
-        return judge(self.expect, self.measured, self.applies, self.why_not)[1]
+        return judge(self.expect, self.measured, self.applies, self.why_not, self.unit)[1]
 
     def measured_text(self) -> str:
         if self.measured is None:

@@ -10,14 +10,21 @@ of :mod:`studylib.evaluation.verdicts`. In the notebook::
     table.show()                  # measured effects and verdicts (not compared by nbval)
     table.save()                  # <cache>/claims/<notebook>/<scale>.json, read by the summary page
 
-``python -m studylib.experiments.claims`` (run by ``./study run`` and ``./study claims``) writes
-``figures/claims.md``: every claim of every notebook with its smoke verdict, and a paper-scale column that
-fills in once a paper-scale run of that notebook has saved its table.
+``python -m studylib.experiments.claims`` (``./study claims``) writes the tracked ``figures/claims.md`` and the
+README's "What we found": every claim of every notebook (the ids of each scale's own parameters) with its kind
+of evidence (:mod:`studylib.experiments.claim_registry`), its smoke verdict and a paper-scale column that fills
+once a paper-scale table made with ``paper.yaml`` itself is saved (``./study claims --save paper NB`` commits
+it as ``params/<nb>/paper.claims.json``). Directional verdicts are re-judged from the stored per-seed values
+with a Benjamini-Hochberg correction over each scale's directional claims. ``./study run`` writes its page to
+``out/claims.md`` (``--out``) and never rewrites tracked files.
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import importlib
+import math
 import json
 import sys
 from pathlib import Path
@@ -25,8 +32,9 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from studylib.evaluation.stats import Estimate
-from studylib.evaluation.verdicts import NOT_RUN, VERDICTS, Claim
+from studylib.evaluation.stats import Estimate, bh_qvalues, p_value
+from studylib.evaluation.verdicts import NOT_RUN, NOT_TESTED, VERDICTS, Claim, Expectation, judge, with_fdr
+from studylib.experiments.claim_registry import EVIDENCE, meta
 from studylib.paths import check_scale, notebook_names, project_root
 from studylib.utils import atomic_write_json, atomic_write_text, default_cache_dir
 
@@ -48,6 +56,25 @@ class ClaimsTable:
         dup = sorted({i for i in ids if ids.count(i) > 1})
         if dup:
             raise ValueError(f"claim ids must be unique within {notebook}; repeated: {', '.join(dup)}")
+        if self.scale == "check":
+            self.claims = self._with_paper_ids()
+
+    def _with_paper_ids(self) -> list[Claim]:
+        """At check scale: the paper scale's claims first (a check run carries the paper ids; those the cut
+        configuration does not produce, e.g. a batch size it leaves out, are "not tested"), then the check
+        run's own claims that the paper scale does not have."""
+        try:
+            paper = static_claims(self.notebook, "paper")
+        except Exception:  # noqa: BLE001 - a notebook without paper.yaml (a user's) keeps its own claims
+            return self.claims
+        if paper is None:
+            return self.claims
+        own = {c.id: c for c in self.claims}
+        merged = [own.pop(c.id, None) or dataclasses.replace(
+            c, measured=None, applies=False,
+            why_not="the check scale cuts this configuration (its own rows below test the wiring)")
+            for c in paper]
+        return merged + list(own.values())
 
     def __getitem__(self, claim_id: str) -> Claim:
         for c in self.claims:
@@ -112,10 +139,18 @@ class ClaimsTable:
              "measured": c.measured.as_dict() if isinstance(c.measured, Estimate) else c.measured,
              "measured_text": c.measured_text(), "verdict": c.verdict, "why": c.reason} for c in self.claims]}
 
-    def save(self) -> Path:
-        """Write the table to ``<cache>/claims/<notebook>/<scale>.json`` (atomically)."""
+    def save(self, params: Any = None) -> Path:
+        """Write the table to ``<cache>/claims/<notebook>/<scale>.json`` (atomically), with the machine it ran
+        on (``made_on``) and the hash of the parameters it was made with (``params``, default: those the
+        notebook validated in this process), so the page marks a row "paper" only for ``paper.yaml``'s own."""
+        from studylib.config import current_params
+        from studylib.experiments.reference import made_on, params_hash
+        params = params if params is not None else current_params()
+        data = self.as_dict()
+        data["params_hash"] = params_hash(params) if dataclasses.is_dataclass(params) else None
+        data["made_on"] = made_on()
         path = claims_dir() / self.notebook / f"{self.scale}.json"
-        atomic_write_json(path, self.as_dict())
+        atomic_write_json(path, data)
         return path
 
 
@@ -125,68 +160,322 @@ def experiment_module(notebook: str) -> Any:
     return importlib.import_module(f"studylib.experiments.{notebook.split('_', 1)[1]}")
 
 
-def static_claims(notebook: str) -> ClaimsTable | None:
-    """The claims a notebook tests, from its smoke parameters (None if its module defines no ``claims``)."""
+def static_claims(notebook: str, scale: str = "smoke") -> ClaimsTable | None:
+    """The claims a notebook tests at ``scale``, from ``params/<notebook>/<scale>.yaml`` (the smoke scale: the
+    schema's defaults); None if its module defines no ``claims``."""
     module = experiment_module(notebook)
     if not hasattr(module, "claims"):
         return None
-    return module.claims(module.Params())
+    if scale == "smoke":
+        return module.claims(module.Params())
+    from studylib.config import load_params
+    return module.claims(load_params(module.Params, notebook, scale))
+
+
+def scale_params_hash(notebook: str, scale: str) -> str | None:
+    """Hash of ``params/<notebook>/<scale>.yaml`` as validated (None when the file is missing)."""
+    from studylib.config import load_params
+    from studylib.experiments.reference import params_hash
+    module = experiment_module(notebook)
+    path = project_root() / "params" / notebook / f"{scale}.yaml"
+    if not path.is_file():
+        return None
+    return params_hash(module.Params() if scale == "smoke" else load_params(module.Params, notebook, scale))
 
 
 def committed_claims_path(notebook: str, scale: str) -> Path:
     """``params/<notebook>/<scale>.claims.json``: the table of the run that made the committed reference
-    (written by ``./study reference``), used when this machine has not run the notebook."""
+    (written by ``./study reference``; at paper scale by ``./study claims --save paper NB``), used when this
+    machine has not run the notebook."""
     return project_root() / "params" / notebook / f"{scale}.claims.json"
 
 
-def _saved(notebook: str, scale: str) -> dict[str, dict[str, Any]]:
-    path = claims_dir() / notebook / f"{scale}.json"
+def _load(path: Path) -> dict[str, Any] | None:
     if not path.is_file():
-        path = committed_claims_path(notebook, scale)
-    if not path.is_file():
-        return {}
+        return None
     try:
         data = json.loads(path.read_text())
-        return {c["id"]: c for c in data["claims"]}
-    except (ValueError, KeyError) as err:  # a damaged file is named, not trusted
+        data["by_id"] = {c["id"]: c for c in data["claims"]}
+        return data
+    except (ValueError, KeyError, TypeError) as err:  # a damaged file is named, not trusted
         print(f"claims: ignoring unreadable {path} ({err}); re-run the notebook to rewrite it", file=sys.stderr)
-        return {}
+        return None
 
 
-def _cell(saved: dict[str, Any] | None) -> str:
-    if not saved:
-        return NOT_RUN
-    text = f"**{saved['verdict']}**"
-    return f"{saved['measured_text']} → {text}" if saved.get("measured_text") else text
+def _saved_table(notebook: str, scale: str) -> dict[str, Any] | None:
+    """The saved table of ``notebook`` at ``scale``: this machine's run, else the committed one (``from``
+    says which)."""
+    for where, path in (("this machine", claims_dir() / notebook / f"{scale}.json"),
+                        ("committed", committed_claims_path(notebook, scale))):
+        table = _load(path)
+        if table is not None:
+            table["from"] = where
+            return table
+    return None
+
+
+def _saved(notebook: str, scale: str) -> dict[str, dict[str, Any]]:
+    table = _saved_table(notebook, scale)
+    return table["by_id"] if table else {}
+
+
+def _of_scale(table: dict[str, Any] | None, notebook: str, scale: str) -> bool:
+    """Whether a saved table was made with ``params/<notebook>/<scale>.yaml`` itself (not a ``-p`` override).
+    Smoke tables made before the hash was recorded are the committed reference runs and count as smoke."""
+    if table is None:
+        return False
+    h = table.get("params_hash")
+    if h is None:
+        return scale == "smoke"
+    return h == scale_params_hash(notebook, scale)
+
+
+# -- the study's page of claims -------------------------------------------------------------------------------
+SCALES = ("smoke", "paper")
+DIRECTIONAL = ("greater", "less")
+SUMMARY_START, SUMMARY_END = "<!-- claims-summary:start -->", "<!-- claims-summary:end -->"
+
+
+@dataclasses.dataclass
+class Row:
+    """One claim of the page at one scale, re-judged from its stored per-seed values."""
+
+    notebook: str
+    id: str
+    kind: str  # the rule: greater, less, within, equal
+    saved: dict[str, Any] | None
+    note: str = ""  # why the saved table does not count ("other parameters")
+    p: float | None = None
+    q: float | None = None
+    verdict: str = NOT_RUN
+    why: str = ""
+
+    def estimate(self) -> Estimate | None:
+        m = self.saved.get("measured") if self.saved else None
+        return Estimate.from_dict(m) if isinstance(m, dict) and "seeds" in m else None
+
+    def cell(self) -> str:
+        if self.note:
+            return self.note
+        if not self.saved:
+            return NOT_RUN
+        text = f"**{self.verdict}**"
+        stats_text = ""
+        if self.p is not None:
+            stats_text = f", p = {_fmt_p(self.p)}" + (f", q = {_fmt_p(self.q)}" if self.q is not None else "")
+        measured = self.saved.get("measured_text") or ""
+        return f"{measured}{stats_text} → {text}" if measured or stats_text else text
+
+
+def _fmt_p(x: float) -> str:
+    return f"{x:.3g}" if x >= 0.001 else f"{x:.1e}"
+
+
+def _judge_rows(rows: list[Row]) -> None:
+    """p-values, Benjamini-Hochberg q-values over the family of measured directional rows of one scale, and
+    the verdicts: a decisive directional verdict needs ``q <= FDR_ALPHA`` besides the rules of verdicts.py;
+    other rules keep the verdict their table stored."""
+    family = []
+    for r in rows:
+        if not r.saved or r.note:
+            continue
+        r.verdict, r.why = r.saved.get("verdict", NOT_RUN), r.saved.get("why", "")
+        est = r.estimate()
+        if r.kind in DIRECTIONAL and est is not None and r.verdict != NOT_TESTED:
+            r.verdict, r.why = judge(Expectation(r.kind), est)
+            r.p = p_value(est)
+            if r.p is not None:
+                family.append(r)
+    for r, q in zip(family, bh_qvalues([r.p for r in family])):
+        r.q = q
+    for r in rows:
+        if r.kind in DIRECTIONAL and r.saved and not r.note and r.estimate() is not None:
+            r.verdict, r.why = with_fdr(r.verdict, r.why, r.q)
+
+
+def _page_rows(names: list[str]) -> tuple[dict[str, list[tuple[str, Claim]]], dict[str, dict[tuple[str, str], Row]]]:
+    """The page's rows of each notebook (each scale's own claim ids, smoke first) and each scale's judged rows."""
+    listing: dict[str, list[tuple[str, Claim]]] = {}
+    judged: dict[str, dict[tuple[str, str], Row]] = {s: {} for s in SCALES}
+    for nb in names:
+        tables = {}
+        for scale in SCALES:
+            try:
+                t = static_claims(nb, scale)
+            except Exception as err:  # noqa: BLE001 - a broken paper.yaml is named, the page still builds
+                print(f"claims: {nb} at {scale} scale: cannot list its claims ({err})", file=sys.stderr)
+                t = None
+            if t is not None:
+                tables[scale] = t
+        if not tables:
+            continue
+        seen: dict[str, Claim] = {}
+        for scale in SCALES:
+            for c in tables.get(scale, []):
+                seen.setdefault(c.id, c)
+        listing[nb] = list(seen.items())
+        for scale in SCALES:
+            saved = _saved_table(nb, scale)
+            ok = _of_scale(saved, nb, scale)
+            for cid, c in seen.items():
+                entry = saved["by_id"].get(cid) if saved else None
+                note = "" if ok or entry is None else f"other parameters than {scale}.yaml's (not counted)"
+                judged[scale][(nb, cid)] = Row(nb, cid, c.expect.kind, entry, note)
+    for scale in SCALES:
+        _judge_rows(list(judged[scale].values()))
+    return listing, judged
+
+
+def _headline(listing: dict[str, list[tuple[str, Claim]]], rows: dict[tuple[str, str], Row]) -> list[str]:
+    """Counts of the claims by kind of evidence and smoke verdict (aliases counted once, as their canonical)."""
+    counts = {k: {v: 0 for v in VERDICTS} for k in EVIDENCE}
+    for nb, claims in listing.items():
+        for cid, c in claims:
+            m = meta(nb, cid, c.expect.kind)
+            if m.alias_of:
+                continue
+            counts[m.evidence][rows[(nb, cid)].verdict] += 1
+    out = ["| kind of evidence | " + " | ".join(VERDICTS) + " | total |",
+           "| --- | " + " | ".join("---" for _ in VERDICTS) + " | --- |"]
+    for k in EVIDENCE:
+        out.append(f"| {k} | " + " | ".join(str(counts[k][v]) for v in VERDICTS) + f" | {sum(counts[k].values())} |")
+    total = {v: sum(counts[k][v] for k in EVIDENCE) for v in VERDICTS}
+    out.append("| all | " + " | ".join(str(total[v]) for v in VERDICTS) + f" | {sum(total.values())} |")
+    return out
+
+
+_RULES = ("Verdicts follow `studylib/evaluation/verdicts.py`, re-judged here from the stored per-seed values. "
+          "**Multiplicity:** every directional claim (\"A beats B\") shows the p-value of the two-sided t-test "
+          "over training seeds behind its 95% interval and its Benjamini-Hochberg q-value over all measured "
+          "directional claims of that scale (every notebook together, aliases included); \"reproduced\" and "
+          "\"not reproduced\" also need q <= 0.05 (a 5% false-discovery rate), else the claim is "
+          "inconclusive. \"Within\" and \"equal\" claims keep their own rules. Measured effects are in points "
+          "(percent) with 95% intervals over training seeds; every seed is evaluated on the same episodes, so "
+          "the intervals leave out episode sampling. **Kinds of evidence** (`studylib/experiments/"
+          "claim_registry.py`): paper claim; implementation check (a formula or a count); proxy (a stated "
+          "stand-in for the paper's setting); the study's own. Claims that measure the same thing appear once "
+          "in the counts; their other rows say \"alias of\". Rows come from each scale's own parameters; a "
+          "paper-scale table counts only when made with `params/<notebook>/paper.yaml` itself.")
 
 
 def summary_markdown(notebooks: Iterable[str] | None = None) -> str:
-    """Every claim of every notebook, with its smoke verdict and (once run) its paper-scale verdict."""
+    """Every claim of every notebook: its kind of evidence, its smoke verdict and (once run with paper.yaml)
+    its paper-scale verdict, each with p and q; headline counts first."""
     names = list(notebooks) if notebooks is not None else notebook_names()
+    listing, judged = _page_rows(names)
     out = ["# Claims of the study", "",
            "Generated by `./study claims` from the saved claims tables (`<cache>/claims/`, else the committed "
-           "`params/<notebook>/smoke.claims.json` of the reference run); each verdict follows "
-           "the rules of `studylib/evaluation/verdicts.py`. Measured effects are in points (percent) with 95% "
-           "intervals over training seeds. Nothing here is typed by hand.", ""]
-    for nb in names:
-        table = static_claims(nb)
-        if table is None:
-            continue
-        smoke, paper = _saved(nb, "smoke"), _saved(nb, "paper")
-        out += [f"## {nb}", "", "| claim | source | paper | test | smoke | paper scale |",
-                "| --- | --- | --- | --- | --- | --- |"]
-        for c in table:
-            cells = [c.claim, c.source, c.paper or "-", c.test, _cell(smoke.get(c.id)), _cell(paper.get(c.id))]
+           "`params/<notebook>/{smoke,paper}.claims.json`). Nothing here is typed by hand.", "", _RULES, "",
+           "## Headline: claims by kind of evidence and smoke-scale verdict", "",
+           *_headline(listing, judged["smoke"]), ""]
+    for nb, claims in listing.items():
+        out += [f"## {nb}", "", "| claim | kind | source | paper | test | smoke | paper scale |",
+                "| --- | --- | --- | --- | --- | --- | --- |"]
+        for cid, c in claims:
+            m = meta(nb, cid, c.expect.kind)
+            kind = m.evidence + (f"; alias of `{m.alias_of}`" if m.alias_of else "")
+            source = m.source or c.source
+            cites = "; ".join(ct.text() for ct in m.citations)
+            if cites:
+                source += f" [{cites}]"
+            cells = [c.claim, kind, source, m.paper or c.paper or "-", c.test,
+                     judged["smoke"][(nb, cid)].cell(), judged["paper"][(nb, cid)].cell()]
             out.append("| " + " | ".join(s.replace("|", "/") for s in cells) + " |")
         out.append("")
     return "\n".join(out)
 
 
-def write_summary(path: str | Path | None = None) -> Path:
-    path = Path(path) if path is not None else project_root() / "figures" / "claims.md"
+def readme_summary(notebooks: Iterable[str] | None = None) -> str:
+    """The README's "What we found": the page's headline counts and what they come from."""
+    names = list(notebooks) if notebooks is not None else notebook_names()
+    listing, judged = _page_rows(names)
+    smoke = {nb: _saved_table(nb, "smoke") for nb in listing}
+    committed = sorted(nb for nb, t in smoke.items() if t and t["from"] == "committed")
+    seeds = sorted({len(e.seeds) for r in judged["smoke"].values() if (e := r.estimate()) is not None})
+    paper = sorted(nb for nb in listing if committed_claims_path(nb, "paper").is_file())
+    seeds_text = f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else (str(seeds[0]) if seeds else "no")
+    return "\n".join([
+        "## What we found", "",
+        "Claims of the five papers, counted once each (aliases merged), by kind of evidence and verdict at the "
+        f"**smoke** scale (the embedded data sets, CPU-sized training, {seeds_text} training seeds per "
+        f"estimate); {len(committed)} of {len(smoke)} notebooks' tables are the committed reference runs "
+        "(`params/<notebook>/smoke.claims.json`), the others this machine's runs. Decisive verdicts need a "
+        "Benjamini-Hochberg q <= 0.05 over all directional claims. Paper-scale tables committed: "
+        f"{', '.join(paper) if paper else 'none yet'}. Every claim, with its p and q: "
+        "[`figures/claims.md`](figures/claims.md) (generated by `./study claims`).", "",
+        *_headline(listing, judged["smoke"])])
+
+
+def write_summary(path: str | Path | None = None, readme: bool | None = None) -> Path:
+    """Write the page (default: the tracked ``figures/claims.md``, whose README section is then rewritten too;
+    a run writes ``out/claims.md`` instead and leaves the tracked files alone)."""
+    tracked = project_root() / "figures" / "claims.md"
+    path = Path(path) if path is not None else tracked
     atomic_write_text(path, summary_markdown() + "\n")
+    if readme if readme is not None else path.resolve() == tracked.resolve():
+        write_readme_summary()
     return path
 
 
+def write_readme_summary(readme: Path | None = None) -> Path:
+    """Replace the text between the README's ``claims-summary`` markers with :func:`readme_summary`."""
+    readme = readme or project_root() / "README.md"
+    text = readme.read_text()
+    if SUMMARY_START not in text or SUMMARY_END not in text:
+        raise ValueError(f"{readme} has no {SUMMARY_START} ... {SUMMARY_END} markers to write the summary between")
+    head, rest = text.split(SUMMARY_START, 1)
+    _, tail = rest.split(SUMMARY_END, 1)
+    atomic_write_text(readme, f"{head}{SUMMARY_START}\n{readme_summary()}\n{SUMMARY_END}{tail}")
+    return readme
+
+
+def save_committed(scale: str, notebooks: Iterable[str]) -> list[Path]:
+    """Copy this machine's claims table of each notebook at ``scale`` to ``params/<nb>/<scale>.claims.json``.
+
+    Refuses (before copying anything) a table that is missing, or was made with other parameters than
+    ``params/<nb>/<scale>.yaml`` (a ``-p`` override), or has no ``made_on``.
+    """
+    scale = check_scale(scale)
+    names = list(notebooks)
+    if not names:
+        raise ValueError("name the notebooks whose tables to commit: ./study claims --save paper 09_spe_synthetic")
+    plan = []
+    for nb in names:
+        src = claims_dir() / nb / f"{scale}.json"
+        table = _load(src)
+        if table is None:
+            raise ValueError(f"no claims table {src}; run the notebook first: ./study run --scale {scale} {nb}")
+        if "made_on" not in table or not _of_scale(table, nb, scale) or table.get("params_hash") is None:
+            raise ValueError(f"{src} was not made with params/{nb}/{scale}.yaml itself (an override, or an older "
+                             f"table without its parameters' hash); re-run: ./study run --scale {scale} {nb}")
+        table.pop("by_id")
+        table.pop("from", None)
+        plan.append((committed_claims_path(nb, scale), table))
+    for dst, table in plan:
+        atomic_write_json(dst, table)
+    return [dst for dst, _ in plan]
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m studylib.experiments.claims",
+                                 description="Write the study's page of claims, or commit a scale's tables.")
+    ap.add_argument("--out", help="write the page here instead of the tracked figures/claims.md (and README)")
+    ap.add_argument("--save", metavar="SCALE", help="copy <cache>/claims/NB/SCALE.json to "
+                    "params/NB/SCALE.claims.json for the notebooks named, then rebuild the tracked page")
+    ap.add_argument("notebooks", nargs="*")
+    args = ap.parse_args(argv)
+    if args.save:
+        from studylib.notebooks import resolve
+        try:
+            written = save_committed(args.save, [resolve(n) for n in args.notebooks])
+        except ValueError as err:  # a missing or overridden table: the message says what to run
+            sys.exit(f"claims: {err}")
+        for dst in written:
+            print(f"claims: wrote {dst}")
+    elif args.notebooks:
+        ap.error("notebooks are named only with --save")
+    print(f"claims: wrote {write_summary(args.out)}")
+
+
 if __name__ == "__main__":
-    print(f"claims: wrote {write_summary(sys.argv[1] if len(sys.argv) > 1 else None)}")
+    main()

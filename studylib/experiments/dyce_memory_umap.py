@@ -272,7 +272,10 @@ def claims(p: Params, outcomes: dict[str, list[Outcome]] | None = None) -> Claim
             table.measure(f"t6-{a}-beats-{b}", stats.paired_difference(per_seed(res[a], "opta", 5),
                                                                       per_seed(res[b], "opta", 5)))
     if table["level-t6-dyce"].applies:
-        ref = PAPER_TABLE6["dyce"][0] / 100
+        # Table 6 ablates the ResNet-50 model (87.82); the ResNet-18 this notebook trains at paper scale is
+        # Table 1's RN18 row (84.93 ± 0.33). The listing above still quotes Table 6 (nbval-checked text, to be
+        # corrected at the next re-execution); figures/claims.md shows the corrected citation (claim_registry).
+        ref = PAPER_TABLE1_RN18[0] / 100
         table.measure("level-t6-dyce", stats.combine(lambda x: x - ref,
                                                      stats.accuracy(per_seed(res["dyce"], "opta", 5))))
     return table
@@ -292,7 +295,8 @@ def reference_values(p: Params, outcomes: dict[str, list[Outcome]]) -> dict[str,
 
 
 # Seed 001, Table 6 (miniImageNet 5-way 5-shot, %): the memory configurations.
-PAPER_TABLE6 = {"fifo": (84.05, 0.39), "kmeans": (85.37, 0.33), "dyce": (87.82, 0.29)}
+PAPER_TABLE6 = {"fifo": (84.05, 0.39), "kmeans": (85.37, 0.33), "dyce": (87.82, 0.29)}  # ResNet-50
+PAPER_TABLE1_RN18 = (84.93, 0.33)  # seed 001 Table 1, BECLR (Ours) RN18, miniImageNet 5-way 5-shot
 
 __all__ = ["NOTEBOOK", "Params", "run", "data_stats", "memory_dbi", "dbi_change", "dbi_estimate", "results",
            "cognizance_excess", "claims", "reference_values", "partition_labels", "memory_sample", "davies_bouldin", "umap_2d",

@@ -51,6 +51,12 @@ def params_hash(p: Any) -> str:
     return config_hash(dataclasses.asdict(p))
 
 
+def made_on() -> dict[str, Any]:
+    """Where a result was made: torch, thread count, CPU architecture, Python, CUDA."""
+    return {"torch": torch.__version__, "threads": torch.get_num_threads(), "machine": platform.machine(),
+            "python": platform.python_version(), "cuda": torch.cuda.is_available()}
+
+
 def _encode(v: Estimate | float | int) -> dict[str, Any]:
     if isinstance(v, Estimate):
         if v.n_seeds < 2:
@@ -137,9 +143,7 @@ def check(notebook: str, p: Any, measured: Mapping[str, Estimate | float | int],
     phash = params_hash(p)
     if update:
         atomic_write_json(path, {"notebook": notebook, "scale": scale, "params_hash": phash, "values": fresh,
-                                 "made_on": {"torch": torch.__version__, "threads": torch.get_num_threads(),
-                                             "machine": platform.machine(), "python": platform.python_version(),
-                                             "cuda": torch.cuda.is_available()}})
+                                 "made_on": made_on()})
         return ReferenceReport(notebook, scale, path, "written", [_compare(k, v, v) for k, v in sorted(fresh.items())],
                                len(fresh))
     if not path.is_file():

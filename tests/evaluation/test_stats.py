@@ -93,3 +93,31 @@ def test_estimate_round_trips_and_formats():
     assert stats.Estimate.from_dict(est.as_dict()) == est
     assert est.fmt() == f"20.0 ± {100 * est.ci95:.1f}"
     assert stats.over_seeds([-0.012, -0.01]).fmt(signed=True).startswith("-1.1 ±")
+
+
+def test_two_seed_interval_and_p_value_by_hand():
+    # seeds 0.01, 0.03: mean 0.02, s = 0.02 / sqrt(2), s / sqrt(2) = 0.01, t = 2 on 1 degree of freedom.
+    # t_{0.975,1} = 12.7062 (tables); Student's t with 1 dof is Cauchy: p = 1 - (2 / pi) * atan(2) = 0.29517.
+    e = stats.over_seeds([0.01, 0.03])
+    assert e.ci95 == pytest.approx(12.7062047 * 0.01, rel=1e-6)
+    assert stats.p_value(e) == pytest.approx(1 - 2 / math.pi * math.atan(2), rel=1e-9)
+    # the p-value is the t-test behind the interval: the interval excludes 0 exactly when p < 0.05
+    for seeds in ([0.05, 0.04, 0.06], [0.01, -0.02, 0.04, 0.03], [0.2, 0.21]):
+        e = stats.over_seeds(seeds)
+        assert stats.p_value(e) == pytest.approx(scipy.stats.ttest_1samp(seeds, 0.0).pvalue, rel=1e-9)
+        assert (stats.p_value(e) < 0.05) == (e.lo > 0 or e.hi < 0)
+    assert stats.p_value(stats.over_seeds([0.3])) is None  # one seed: no test
+    assert stats.p_value(stats.over_seeds([0.1, 0.1])) == 0.0 and stats.p_value(stats.over_seeds([0, 0])) == 1.0
+
+
+def test_benjamini_hochberg_by_hand_and_against_scipy():
+    # sorted 0.005, 0.01, 0.03, 0.04 -> p * 4 / rank = 0.02, 0.02, 0.04, 0.04 (already monotone)
+    assert stats.bh_qvalues([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.02, 0.04, 0.04, 0.02])
+    # the step-up minimum: 0.04 * 3 / 2 = 0.06 exceeds 0.05 * 3 / 3 = 0.05, so both get 0.05
+    assert stats.bh_qvalues([0.01, 0.04, 0.05]) == pytest.approx([0.03, 0.05, 0.05])
+    rng = np.random.default_rng(0)
+    p = rng.uniform(size=40) ** 3
+    assert stats.bh_qvalues(p) == pytest.approx(scipy.stats.false_discovery_control(p, method="bh"), rel=1e-12)
+    assert stats.bh_qvalues([]) == []
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        stats.bh_qvalues([0.5, 1.5])

@@ -80,3 +80,44 @@ def test_claim_reports_its_verdict_and_measurement():
                 measured=est(0.05, 0.02, (0.04, 0.05, 0.06)))
     assert c.verdict == v.REPRODUCED
     assert c.measured_text() == "+5.0 ± 2.0 (3 seeds)"
+
+
+def test_rules_at_their_boundaries():
+    # an interval ending exactly at 0 includes 0
+    assert v.greater(est(0.02, 0.02, (0.01, 0.02, 0.03)))[0] == v.INCONCLUSIVE
+    assert v.less(est(-0.02, 0.02, (-0.01, -0.02, -0.03)))[0] == v.INCONCLUSIVE
+    # two seeds are enough for the rules, through the t interval on 1 dof (t = 12.706): seeds 0.10, 0.11 give
+    # 0.105 ± 12.706 * 0.005 = ± 0.0635 -> excludes 0; seeds 0.01, 0.03 give 0.02 ± 0.127 -> includes 0
+    assert v.greater(over_seeds([0.10, 0.11]))[0] == v.REPRODUCED
+    assert v.greater(over_seeds([0.01, 0.03]))[0] == v.INCONCLUSIVE
+    # "within": a point estimate of 0 inside the margin does not decide while the interval straddles it
+    straddle = over_seeds([-0.01, 0.0, 0.01])  # 0 ± 4.303 * 0.01 / sqrt(3) = ± 0.0248
+    assert straddle.ci95 == pytest.approx(4.302653 * 0.01 / 3 ** 0.5, rel=1e-6)
+    assert v.within(straddle, 0.02)[0] == v.INCONCLUSIVE
+    assert v.within(straddle, 0.025)[0] == v.REPRODUCED
+    # an interval touching the margin is inside it
+    assert v.within(est(0.01, 0.01, (0.0, 0.01, 0.02)), 0.02)[0] == v.REPRODUCED
+    # equal: lists of other length never equal; ints and floats compare by value
+    assert v.equal([1, 2], [1, 2, 3])[0] == v.NOT_REPRODUCED
+    assert v.equal([1, 2, 3], [1, 2])[0] == v.NOT_REPRODUCED
+    assert v.equal([[8, 8], [20, 25]], [[8.0, 8], [20, 25.0]])[0] == v.REPRODUCED
+    assert v.equal(3, 3.0000001)[0] == v.NOT_REPRODUCED
+
+
+def test_the_margin_is_stated_in_the_tables_unit():
+    c = v.Claim("level", "ours matches", "T1", "62.55", "ours - paper", v.Expectation("within", margin=0.01),
+                measured=est(0.03, 0.005, (0.025, 0.03, 0.035)))
+    assert "±1 pts" in c.expect.rule(c.unit) and c.verdict == v.NOT_REPRODUCED
+    assert c.reason == "the 95% interval lies outside ±1 pts"  # was "±0.01": a fraction beside points
+    counts = v.Claim("n", "", "", "", "", v.Expectation("within", margin=2.0), unit=1.0,
+                     measured=est(1.0, 0.5, (0.5, 1.0, 1.5)))
+    assert counts.reason == "the 95% interval lies inside ±2"
+
+
+def test_decisive_verdicts_need_the_false_discovery_adjusted_q():
+    assert v.with_fdr(v.REPRODUCED, "r", 0.05) == (v.REPRODUCED, "r, q = 0.050 <= 0.05")
+    assert v.with_fdr(v.REPRODUCED, "r", 0.0501)[0] == v.INCONCLUSIVE
+    assert v.with_fdr(v.NOT_REPRODUCED, "r", 0.2)[0] == v.INCONCLUSIVE
+    assert v.with_fdr(v.NOT_REPRODUCED, "r", 0.01)[0] == v.NOT_REPRODUCED
+    assert v.with_fdr(v.REPRODUCED, "r", None)[0] == v.INCONCLUSIVE
+    assert v.with_fdr(v.INCONCLUSIVE, "r", 0.001) == (v.INCONCLUSIVE, "r")

@@ -115,3 +115,113 @@ def test_reference_needs_seeds_and_a_file(tmp_path, monkeypatch):
     (tmp_path / "params" / "99_demo" / "smoke.reference.json").write_text("")
     with pytest.raises(AssertionError, match="damaged"):
         R.check("99_demo", P(), {"acc": over_seeds([0.6, 0.7])})
+
+
+def test_reference_tolerance_takes_the_larger_of_two_intervals(tmp_path, monkeypatch):
+    (tmp_path / "params" / "99_demo").mkdir(parents=True)
+    (tmp_path / "notebooks").mkdir()
+    monkeypatch.chdir(tmp_path)
+    wide = over_seeds([0.50, 0.60, 0.70])  # 0.6 ± 4.303 * 0.1 / sqrt(3) = ± 0.2484
+    R.check("99_demo", P(), {"acc": wide}, update=True)
+    narrow = over_seeds([0.999, 1.0, 1.001])  # 1.0 ± 0.0025: |1.0 - 0.6| = 0.4 < 2 * 0.2484
+    (comp,) = R.check("99_demo", P(), {"acc": narrow}).comparisons
+    assert comp.tolerance == pytest.approx(2 * 4.302653 * 0.1 / 3 ** 0.5, rel=1e-6) and comp.ok
+    far = over_seeds([1.099, 1.1, 1.101])  # 0.5 > 0.4968
+    with pytest.raises(AssertionError, match="acc: fresh"):
+        R.check("99_demo", P(), {"acc": far})
+
+
+def test_page_q_values_are_benjamini_hochberg_over_the_scales_directional_claims():
+    import scipy.stats
+    # p = 0.0127, 0.039, 0.42, 0.0127: c1 passes the t-interval rules alone (p < 0.05), not BH (q = 0.052)
+    seeds = [[0.05, 0.04, 0.06], [0.015, 0.03, 0.02], [0.02, -0.01, 0.04], [-0.05, -0.06, -0.04]]
+    rows = [C.Row("nb", f"c{i}", "greater", {"measured": over_seeds(s).as_dict(), "verdict": "x", "why": ""})
+            for i, s in enumerate(seeds)]
+    rows.append(C.Row("nb", "w", "within", {"measured": over_seeds([0.0, 0.01]).as_dict(), "verdict": "kept"}))
+    C._judge_rows(rows)
+    p = [scipy.stats.ttest_1samp(s, 0.0).pvalue for s in seeds]
+    assert [r.p for r in rows[:4]] == pytest.approx(p)
+    assert [r.q for r in rows[:4]] == pytest.approx(scipy.stats.false_discovery_control(p))
+    for r in rows[:4]:  # decisive only with q <= 0.05 (the t-interval rules alone would say otherwise for c1)
+        decisive = r.q <= 0.05 and r.p < 0.05 and r.estimate().spread < abs(r.estimate().value)
+        assert (r.verdict in (REPRODUCED, "not reproduced")) == decisive, (r.id, r.p, r.q, r.verdict)
+    assert rows[1].q > 0.05 >= rows[1].p and rows[1].verdict == "inconclusive"
+    assert rows[4].verdict == "kept" and rows[4].q is None  # within claims keep their rule, no q
+    assert "p = " in rows[0].cell() and "q = " in rows[0].cell()
+
+
+def test_page_rows_come_from_each_scales_own_claims_and_the_paper_column_only_from_paper_yaml(tmp_path, monkeypatch):
+    from studylib.config import load_params
+    monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path))
+    nb = "02_batch_size_sweep"
+    smoke_ids = [c.id for c in C.static_claims(nb)]
+    paper = C.static_claims(nb, "paper")
+    assert set(c.id for c in paper) - set(smoke_ids)  # 02 has paper-only claims (issue 19: 8 of them)
+    page = C.summary_markdown([nb])
+    for c in paper:
+        assert c.claim in page
+    # a paper-scale table made with paper.yaml's own parameters fills the column; a -p override does not
+    nb = "09_spe_synthetic"
+    mod = C.experiment_module(nb)
+    p = load_params(mod.Params, nb, "paper")
+    table = C.static_claims(nb, "paper")
+    directional = next(c for c in table if c.expect.kind == "greater")
+    table.measure(directional.id, over_seeds([5.0, 4.0, 6.0]))  # a unit-1 effect (log variance ratio)
+    table.save(params=load_params(mod.Params, nb, "paper", seeds=[7, 8, 9]))  # as `-p seeds [7, 8, 9]` would
+    assert "other parameters than paper.yaml's" in C.summary_markdown([nb])
+    with pytest.raises(ValueError, match="not made with params/09_spe_synthetic/paper.yaml"):
+        C.save_committed("paper", [nb])
+    table.save(params=p)
+    saved = json.loads((tmp_path / "claims" / nb / "paper.json").read_text())
+    assert saved["made_on"]["torch"] and saved["params_hash"] == R.params_hash(p)
+    # the only measured directional claim of this scale, so q = p; t = 5 / (1 / sqrt 3) on 2 dof, whose
+    # two-sided p is 1 - t / sqrt(t^2 + 2) = 0.01307
+    assert "+5.0 ± 2.5 (3 seeds), p = 0.0131, q = 0.0131 → **reproduced**" in C.summary_markdown([nb])
+    dst = tmp_path / "paper.claims.json"
+    monkeypatch.setattr(C, "committed_claims_path", lambda n, s: dst)
+    assert C.save_committed("paper", [nb]) == [dst] and json.loads(dst.read_text())["made_on"]
+
+
+@pytest.mark.parametrize("nb", ["02_batch_size_sweep", "03_pair_subsampling", "04_ablations", "10_spe_omniglot",
+                                "08_opta_before_after", "13_infopatch"])
+def test_a_check_run_claims_the_paper_ids(nb):
+    check, paper = C.static_claims(nb, "check"), C.static_claims(nb, "paper")
+    ids = [c.id for c in check]
+    assert ids[:len(paper)] == [c.id for c in paper]  # the paper ids first, in the paper's order
+    cut = [c for c in check if "check scale cuts" in c.why_not]
+    assert all(c.verdict == "not tested" for c in cut)
+    assert len(cut) < len(paper)  # the check run still measures some paper ids (the wiring is exercised)
+
+
+def test_a_run_writes_its_page_under_out_and_leaves_tracked_files_alone(tmp_path, monkeypatch):
+    monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path / "cache"))
+    root = C.project_root()
+    tracked = {f: (root / f).read_bytes() for f in ("figures/claims.md", "README.md")}
+    monkeypatch.setattr(C, "notebook_names", lambda: ["00_quickstart"])
+    out = tmp_path / "out" / "claims.md"
+    C.main(["--out", str(out)])
+    assert out.read_text().startswith("# Claims of the study")
+    assert {f: (root / f).read_bytes() for f in tracked} == tracked
+    # and the run path of ./study asks for exactly that
+    script = (root / "study").read_text()
+    run_path = script[script.index("run_notebooks() {"):script.index("reference() {")]
+    assert "-m studylib.experiments.claims --out out/claims.md" in run_path
+    assert "figures/claims.md" not in run_path.split("--out")[0].split("local failed=0")[1]
+
+
+def test_the_registry_names_real_claims_and_the_headline_counts_aliases_once():
+    from studylib.experiments import claim_registry as G
+    ids = {}
+    for nb in {nb for nb, _ in G.REGISTRY} | {a.split(":")[0] for m in G.REGISTRY.values() if (a := m.alias_of)}:
+        ids[nb] = {c.id for scale in ("smoke", "paper") for c in C.static_claims(nb, scale)}
+    for (nb, cid), m in G.REGISTRY.items():
+        assert cid in ids[nb], f"claim_registry names {nb}:{cid}, which no scale of {nb} has"
+        if m.alias_of:
+            anb, aid = m.alias_of.split(":")
+            assert aid in ids[anb] and G.REGISTRY.get((anb, aid), G.Meta()).alias_of is None, m.alias_of
+    page = C.summary_markdown(["04_ablations"])
+    rows = [line for line in page.split("## 04_ablations")[1].splitlines() if line.startswith("| ") and
+            not line.startswith(("| claim", "| ---"))]
+    aliases = [r for r in rows if "alias of" in r]
+    total = int(next(line for line in page.splitlines() if line.startswith("| all |")).split("|")[-2])
+    assert len(aliases) == 2 and total == len(rows) - 2
