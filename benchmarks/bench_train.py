@@ -158,7 +158,7 @@ def beclr_spec(batch: int, steps: int, size: int, dyce: bool, memory: int, parti
 SIZES: dict[str, dict[str, tuple]] = {
     "full": {"nca": (512, 40, 10, 600, 84), "beclr": (256, 25, 8192, 200, 40, 224)},
     "quick": {"nca": (16, 6, 2, 40, 84), "beclr": (4, 5, 64, 4, 20, 224)},
-    "tiny": {"nca": (4, 2, 1, 8, 32), "beclr": (4, 2, 32, 2, 4, 32)},
+    "tiny": {"nca": (4, 2, 1, 8, 32), "beclr": (4, 2, 16, 2, 4, 32)},
 }
 
 
