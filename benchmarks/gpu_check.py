@@ -335,8 +335,29 @@ def render_md(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def step_names(tiny: bool) -> list[str]:
+    """The names of the plan's steps (what ``--only`` selects from), without building the plan."""
+    return ["tests", "params", *(f"notebook:{n}" for n in (TINY_NOTEBOOKS if tiny else notebook_names())),
+            "bench:nca", "bench:beclr", "bench:evaluator", "bench:opta"]
+
+
+def _wanted_any(prefix: str, names: list[str]) -> bool:
+    return any(n.startswith(prefix) for n in names)
+
+
+def _wanted(name: str, only: str | None) -> bool:
+    return only is None or any(name.startswith(w.strip()) for w in only.split(",") if w.strip())
+
+
 def run_check(args: argparse.Namespace) -> int:
     t_start = time.monotonic()
+    if args.only:
+        names = step_names(args.tiny)
+        unknown = [w.strip() for w in args.only.split(",") if w.strip() and not _wanted_any(w.strip(), names)]
+        if unknown:
+            print(f"gpu-check: --only {', '.join(unknown)} names no step; the steps are: {', '.join(names)}",
+                  file=sys.stderr)
+            return 2
     import torch
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cuda" and not torch.cuda.is_available():
@@ -353,16 +374,7 @@ def run_check(args: argparse.Namespace) -> int:
                                            else RESULTS)
     work = (REPO / "out" / "gpu-check" / stem) if out.resolve() == RESULTS.resolve() else out / f"{stem}.d"
 
-    steps = make_plan(device, args.tiny, work, args.step_timeout)
-    if args.only:
-        wanted = [w.strip() for w in args.only.split(",") if w.strip()]
-        unknown = [w for w in wanted if not any(s.name == w or s.name.startswith(w + ":") or
-                                                 s.name.startswith(w) for s in steps)]
-        if unknown:
-            print(f"gpu-check: --only {', '.join(unknown)} names no step; the steps are: "
-                  f"{', '.join(s.name for s in steps)}", file=sys.stderr)
-            return 2
-        steps = [s for s in steps if any(s.name == w or s.name.startswith(w) for w in wanted)]
+    steps = [s for s in make_plan(device, args.tiny, work, args.step_timeout) if _wanted(s.name, args.only)]
     if args.list:
         for s in steps:
             print(f"{s.name:34s} limit {s.timeout:5.0f} s  {' '.join(s.argv[1:])}")
