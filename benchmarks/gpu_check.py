@@ -13,7 +13,7 @@ Plan (the same steps in both modes; ``--tiny`` shrinks each one):
 * ``notebook:<nb>``: papermill at check scale with ``-p device <device>`` where the schema has ``device``. The
   notebooks have no precision parameter: the training loop runs bf16 autocast on CUDA (``TrainConfig.amp``,
   what the paper parameters use) and fp32 on the CPU; a schema with an ``amp`` field gets paper.yaml's value.
-  ``--tiny`` executes two notebooks only (the check scale of all 15 takes about 25 CPU-minutes): 01 (no
+  On CUDA several run at once, the longest first. ``--tiny`` executes two notebooks only (the check scale of all 15 takes about 25 CPU-minutes): 01 (no
   training: parameter injection, kernel, figures) and 90 cut further (one seed, 32 px, 5 episodes: the
   training loop, evaluation and ``studylib.api`` on the device).
 * ``bench:nca``, ``bench:beclr``, ``bench:evaluator``, ``bench:opta``: ``benchmarks/bench_train.py`` (NCA
@@ -55,6 +55,13 @@ TINY_LIMIT_S = 180.0
 TEST_WORDS = ("cuda", "gpu", "device", "autocast", "bf16", "bfloat16")
 TINY_NOTEBOOKS = {"01_episodes_pairs": {},
                   "90_use_your_data": {"seeds": [0], "image_size": 32, "eval_episodes": 5, "eval_mean_images": 8}}
+#: check-scale minutes of each notebook on the 2-core CPU (README table): the longest start first
+CHECK_MINUTES = {"00_quickstart": 0.8, "01_episodes_pairs": 0.2, "02_batch_size_sweep": 1.1, "03_pair_subsampling": 1.3,
+                 "04_ablations": 2.4, "05_comparison": 3.7, "06_beclr_pretraining": 1.5, "07_dyce_memory_umap": 2.7,
+                 "08_opta_before_after": 3.9, "09_spe_synthetic": 0.7, "10_spe_omniglot": 2.2, "11_set2model": 1.3,
+                 "12_set2model_omniglot": 0.4, "13_infopatch": 1.5, "90_use_your_data": 0.2}
+#: seconds of the budget kept for the timing steps on CUDA (they run after the correctness steps)
+BENCH_RESERVE_S = 200.0
 #: targets of issue 9 on an H100 (reported, not failures: the check proves the path; the figures are facts)
 TARGETS = (("nca_project", ">=", 16000.0, "NCA ResNet-12 84 px img/s"),
            ("nca_project_over_official", ">=", 4.0, "NCA project / official-style"),
@@ -157,7 +164,8 @@ def make_plan(device: str, tiny: bool, work: Path, step_timeout: float | None = 
                   info={"files": files, "k": expr, "must_run": must})]
     steps.append(Step("params", "params", [py, me, "validate", "--device", device] + (["--tiny"] if tiny else []),
                       t(60, TINY_LIMIT_S)))
-    for nb in (TINY_NOTEBOOKS if tiny else notebook_names()):
+    longest_first = sorted(notebook_names(), key=lambda n: -CHECK_MINUTES.get(n, 5.0))
+    for nb in (TINY_NOTEBOOKS if tiny else longest_first):
         over, prec = notebook_overrides(nb, device, tiny)
         argv = [py, "-m", "papermill", "--cwd", "notebooks", f"notebooks/{nb}.ipynb",
                 str(work / "notebooks" / f"{nb}.ipynb"), "-f", f"params/{nb}/check.yaml", "-k", "python3",
@@ -397,8 +405,10 @@ def run_check(args: argparse.Namespace) -> int:
 
     shared = [s for s in steps if not s.exclusive]
     alone = [s for s in steps if s.exclusive]
+    # the correctness steps leave the timing steps their share of the budget
+    first_deadline = deadline - (min(BENCH_RESERVE_S, budget / 2) if alone else 0.0)
     with cf.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        for fut in cf.as_completed([pool.submit(run_step, s, work, env, deadline) for s in shared]):
+        for fut in cf.as_completed([pool.submit(run_step, s, work, env, first_deadline) for s in shared]):
             report_one(fut.result())
     for s in alone:  # timing steps: nothing else on the GPU
         report_one(run_step(s, work, env, deadline))
@@ -544,14 +554,15 @@ def main(argv: list[str] | None = None) -> int:
                                                "with --tiny a new temporary folder)")
     p.add_argument("--only", default=None, help="comma-separated step names or prefixes (tests, params, "
                                                 "notebook:03, bench:beclr, bench)")
-    p.add_argument("--jobs", type=int, default=None, help="correctness steps run at once (default 4 on CUDA, 2 on CPU)")
+    p.add_argument("--jobs", type=int, default=None, help="correctness steps run at once (default on CUDA: half the CPUs, 2 to 6; on the CPU 2)")
     p.add_argument("--step-timeout", type=float, default=None, help="one time limit for every step, in seconds")
     p.add_argument("--budget", type=float, default=None,
                    help=f"seconds for the whole run (default {BUDGET_S['full']:.0f}, tiny {BUDGET_S['tiny']:.0f})")
     p.add_argument("--list", action="store_true", help="print the plan (commands and limits) and exit")
     args = p.parse_args(argv)
     if args.jobs is None:
-        args.jobs = 4 if args.device == "cuda" or (args.device is None and _has_cuda()) else 2
+        cuda = args.device == "cuda" or (args.device is None and _has_cuda())
+        args.jobs = max(2, min(6, (os.cpu_count() or 2) // 2)) if cuda else 2
     args.argv = argv
     return run_check(args)
 
