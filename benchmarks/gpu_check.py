@@ -105,6 +105,8 @@ def pytest_selection(tiny: bool, root: Path = REPO) -> tuple[list[str], str, lis
     files = {f for f, _ in cuda}
     for path in sorted((root / "tests").rglob("test_*.py")):
         text = path.read_text()
+        if path.name == "test_gpu_check.py":
+            continue  # this command's own tests: they would run it again
         if "cuda" in text or "autocast" in text:
             files.add(str(path.relative_to(root)))
     names = [n for _, n in cuda]
@@ -228,12 +230,15 @@ def run_step(step: Step, work: Path, env: dict[str, str], deadline: float) -> St
         step.status, step.detail = "not run", "the run's time budget was spent before this step could start"
         return step
     limit = min(step.timeout, left)
+    for stale in (step.json_out, work / "tests.xml" if step.kind == "tests" else None):
+        if stale:  # a file left by an earlier run in the same folder must not pass for this run's figures
+            Path(stale).unlink(missing_ok=True)
     log = work / "logs" / (step.name.replace(":", "-") + ".log")
     step.log = str(log)
     t0 = time.monotonic()
     with open(log, "w") as out:
-        proc = subprocess.Popen(step.argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(step.argv, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
         rc, usage = _wait(proc, limit)
     step.seconds = round(time.monotonic() - t0, 2)
     step.cpu_seconds = round(usage.ru_utime + usage.ru_stime, 2) if usage is not None else None
@@ -375,9 +380,11 @@ def run_check(args: argparse.Namespace) -> int:
         return 2
     mode = "tiny" if args.tiny else "full"
     env_info = environment(device)
-    date = _dt.date.today().isoformat()
+    now = _dt.datetime.now(_dt.timezone.utc)
     label = re.sub(r"[^A-Za-z0-9]+", "-", env_info["gpu"] or "cpu").strip("-")
-    stem = f"{label}-{date}" + ("-tiny" if args.tiny else "")
+    # a partial run (--only) gets its own file instead of overwriting the day's full run
+    stem = (f"{label}-{now.date().isoformat()}" + ("-tiny" if args.tiny else "")
+            + (f"-only-{now.strftime('%H%M%S')}" if args.only else ""))
     out = Path(args.out) if args.out else (Path(tempfile.gettempdir()) / f"gpu-check-{os.getpid()}" if args.tiny
                                            else RESULTS)
     work = (REPO / "out" / "gpu-check" / stem) if out.resolve() == RESULTS.resolve() else out / f"{stem}.d"

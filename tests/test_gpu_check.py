@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,9 @@ def _gpu_check(out: Path, *args: str, **env: str) -> tuple[subprocess.CompletedP
                           capture_output=True, text=True, env={**os.environ, **env}, timeout=900)
     found = sorted(out.glob("*.json"))
     assert len(found) == 1, (proc.stdout, proc.stderr)
-    assert found[0].name.startswith("cpu-") and found[0].name.endswith("-tiny.json")
+    partial = "--only" in args
+    assert found[0].name.startswith("cpu-") and ("-tiny-only-" in found[0].name) == partial
+    assert found[0].name.endswith(".json") and ("-tiny" in found[0].name)
     return proc, json.loads(found[0].read_text()), found[0].with_suffix(".md").read_text()
 
 
@@ -98,3 +101,21 @@ def test_wheels_dry_run_lists_what_a_plain_torch_image_lacks(tmp_path):
             "setuptools"} <= pins
     assert not pins & {"torch", "torchvision", "numpy", "scipy", "scikit-learn", "pandas", "matplotlib"}
     assert not (tmp_path / "w").exists()
+
+
+def test_cuda_selection_holds_every_test_that_skips_without_cuda_and_not_its_own_tests(monkeypatch):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gpu_check", REPO / "benchmarks" / "gpu_check.py")
+    gc = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "gpu_check", gc)  # its dataclass looks its module up there
+    spec.loader.exec_module(gc)
+    files, expr, must = gc.pytest_selection(tiny=False)
+    # the three tests that skip on a CPU machine today (grep -rn "cuda" tests | grep -i skip)
+    known = {("tests/data/test_augment.py", "test_cuda_matches_cpu_geometry_and_runs"),
+             ("tests/methods/test_set2model.py", "test_scores_stay_on_the_device"),
+             ("tests/training/test_loop_guards.py", "test_no_per_step_host_sync_on_the_gpu")}
+    assert known <= set(gc.cuda_only_tests())
+    assert {f for f, _ in known} <= set(files) and {n for _, n in known} <= set(must)
+    assert all(n in expr for _, n in known) and "autocast" in expr
+    # "gpu" in -k matches this file's name: running it from the check would start the check again
+    assert "tests/test_gpu_check.py" not in files
