@@ -13,9 +13,10 @@ Plan (the same steps in both modes; ``--tiny`` shrinks each one):
 * ``notebook:<nb>``: papermill at check scale with ``-p device <device>`` where the schema has ``device``. The
   notebooks have no precision parameter: the training loop runs bf16 autocast on CUDA (``TrainConfig.amp``,
   what the paper parameters use) and fp32 on the CPU; a schema with an ``amp`` field gets paper.yaml's value.
-  On CUDA several run at once, the longest first. ``--tiny`` executes two notebooks only (the check scale of all 15 takes about 25 CPU-minutes): 01 (no
-  training: parameter injection, kernel, figures) and 90 cut further (one seed, 32 px, 5 episodes: the
-  training loop, evaluation and ``studylib.api`` on the device).
+  On CUDA several run at once, the longest first. ``--tiny`` executes one notebook (the check scale of all 15
+  takes about 25 CPU-minutes; every check.yaml is still validated): 90 cut further (one seed, 32 px, 5
+  episodes), which goes through papermill's parameter injection, the kernel, the training loop, evaluation and
+  ``studylib.api`` on the device in about 14 CPU-seconds.
 * ``bench:nca``, ``bench:beclr``, ``bench:evaluator``, ``bench:opta``: ``benchmarks/bench_train.py`` (NCA
   ResNet-12 84 px, project loop vs official-style PIL + DataLoader; BECLR ResNet-18 224 px with/without DyCE
   in bf16 and in fp32), ``bench_evaluator.py`` and ``bench_opta.py`` on 2000 episodes. On CUDA they run one at
@@ -53,8 +54,7 @@ BUDGET_S = {"full": 460.0, "tiny": 400.0}
 TINY_LIMIT_S = 180.0
 #: test names that select the device and autocast tests (pytest ``-k``)
 TEST_WORDS = ("cuda", "gpu", "device", "autocast", "bf16", "bfloat16")
-TINY_NOTEBOOKS = {"01_episodes_pairs": {},
-                  "90_use_your_data": {"seeds": [0], "image_size": 32, "eval_episodes": 5, "eval_mean_images": 8}}
+TINY_NOTEBOOKS = {"90_use_your_data": {"seeds": [0], "image_size": 32, "eval_episodes": 5, "eval_mean_images": 8}}
 #: check-scale minutes of each notebook on the 2-core CPU (README table): the longest start first
 CHECK_MINUTES = {"00_quickstart": 0.8, "01_episodes_pairs": 0.2, "02_batch_size_sweep": 1.1, "03_pair_subsampling": 1.3,
                  "04_ablations": 2.4, "05_comparison": 3.7, "06_beclr_pretraining": 1.5, "07_dyce_memory_umap": 2.7,

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
-STEPS = {"tests", "params", "notebook:01_episodes_pairs", "notebook:90_use_your_data", "bench:nca", "bench:beclr",
-         "bench:evaluator", "bench:opta"}
+STEPS = {"tests", "params", "notebook:90_use_your_data", "bench:nca", "bench:beclr", "bench:evaluator",
+         "bench:opta"}
 
 
 def _gpu_check(out: Path, *args: str, **env: str) -> tuple[subprocess.CompletedProcess, dict, str]:
