@@ -324,6 +324,21 @@ def key_figures(steps: list[Step]) -> dict[str, float]:
     return out
 
 
+def unit(key: str) -> str:
+    """The unit of a figure of :func:`key_figures` (by its name)."""
+    if key.endswith("_pct"):
+        return "% of the step time"
+    if key.endswith("_s"):
+        return "s"
+    if "over" in key or "speedup" in key:
+        return "x"
+    if key.startswith("nca_"):
+        return "img/s"
+    if key.startswith("beclr_"):
+        return "views/s (2 per image)"
+    return "fraction" if key.endswith(("agreement", "accuracy")) else ""
+
+
 def render_md(report: dict[str, Any]) -> str:
     env = report["environment"]
     lines = [f"# GPU check: {env.get('gpu') or 'CPU'}, {env['date']}", "",
@@ -339,8 +354,8 @@ def render_md(report: dict[str, Any]) -> str:
         detail = "; ".join(filter(None, [extra, s["detail"].replace("\n", " ")[:300]])).replace("|", "/")
         wall, cpu = (s[k] if s[k] is not None else "-" for k in ("seconds", "cpu_seconds"))
         lines.append(f"| {s['name']} | {s['status']} | {wall} | {cpu} | {detail} |")
-    lines += ["", "| figure | value |", "| --- | --- |"]
-    lines += [f"| {k} | {v:.4g} |" for k, v in report["figures"].items() if isinstance(v, (int, float))]
+    lines += ["", "| figure | value | unit |", "| --- | --- | --- |"]
+    lines += [f"| {k} | {v:.4g} | {unit(k)} |" for k, v in report["figures"].items() if isinstance(v, (int, float))]
     if report["targets"]:
         lines += ["", "| target (issue 9, H100) | value | met |", "| --- | --- | --- |"]
         lines += [f"| {t['what']} {t['op']} {t['goal']:g} | {t['value']:.4g} | {'yes' if t['met'] else 'no'} |"
@@ -441,7 +456,7 @@ def run_check(args: argparse.Namespace) -> int:
     if figures:
         print("figures (measured in this run):")
         for k, v in figures.items():
-            print(f"  {k:40s} {v:.4g}")
+            print(f"  {k:40s} {v:10.4g} {unit(k)}")
     for t in targets:
         print(f"  target {t['what']} {t['op']} {t['goal']:g}: {t['value']:.4g} ({'met' if t['met'] else 'NOT met'})")
     print(f"gpu-check: {'PASS' if passed else 'FAIL'} in {report['wall_s']:.0f} s -> {out / stem}.md and .json")
