@@ -111,7 +111,9 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-cache", action="store_true", help="do not read/write the cached features")
     p.add_argument("--no-cuda", action="store_true")
+    p.add_argument("--json", default=None, help="also write the times and speed-ups to this JSON file")
     args = p.parse_args()
+    figures: dict[str, float] = {"episodes": args.episodes}
     if args.threads:
         torch.set_num_threads(args.threads)
 
@@ -141,6 +143,7 @@ def main() -> None:
         print(f"    nearest_centroid {args.ways}-way {n}-shot: {100 * acc[n].mean():.2f} % "
               f"(batched {100 * res[('nearest_centroid', n)].mean:.2f} +- {100 * res[('nearest_centroid', n)].ci95:.2f})")
     print(f"speed-up (numpy loop / batched cpu): {t_loop / t_cpu:.1f}x  (goal >= 10x)")
+    figures.update(numpy_loop_s=t_loop, batched_cpu_s=t_cpu, speedup_cpu=t_loop / t_cpu)
 
     if torch.cuda.is_available() and not args.no_cuda:
         t_sample, t_classify, res_gpu = time_batched(features, labels, args, torch.device("cuda"))
@@ -149,11 +152,16 @@ def main() -> None:
               f"(sampling on the cpu {t_sample:.3f} s + classifying {t_classify:.3f} s), "
               f"speed-up vs numpy loop {t_loop / t_gpu:.0f}x, "
               f"peak GPU memory {torch.cuda.max_memory_allocated() / 2**20:.0f} MiB")
+        figures.update(batched_cuda_s=t_gpu, speedup_cuda=t_loop / t_gpu)
         for (name, n), r in res_gpu.items():
             print(f"    {r}")
     else:
         print("cuda: not available, skipped")
     print(f"peak RSS of the whole run: {peak_rss_mib():.0f} MiB; load average {os.getloadavg()[0]:.1f}")
+    if args.json:
+        import json
+        with open(args.json, "w") as f:
+            json.dump(figures, f, indent=1)
 
 
 if __name__ == "__main__":

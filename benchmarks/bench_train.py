@@ -12,7 +12,9 @@ Cases (seed 000 and seed 001 paper configurations):
 
 It prints img/s for each and the ratios. Targets on an H100 (issue 9): NCA >= 16,000 img/s and >= 4x the
 official-style pipeline; BECLR's DyCE overhead < 10 %. ``--quick`` shrinks batches and steps so the script runs
-in a minute or two on a CPU (numbers then only show that every path works, not the GPU's speed).
+in a minute or two on a CPU (numbers then only show that every path works, not the GPU's speed); ``--tiny``
+takes seconds. ``--precision both`` times BECLR in bf16 autocast and in fp32; ``--json FILE`` writes the rows
+and ratios for ``./study gpu-check``.
 
     .venv/bin/python benchmarks/bench_train.py                # on a GPU
     .venv/bin/python benchmarks/bench_train.py --quick        # anywhere
@@ -22,6 +24,7 @@ in a minute or two on a CPU (numbers then only show that every path works, not t
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
 import time
@@ -136,62 +139,103 @@ def official_nca_rate(dataset: FewShotDataset, batch: int, steps: int, warm: int
 
 
 def beclr_spec(batch: int, steps: int, size: int, dyce: bool, memory: int, partitions: int,
-               device: str) -> RunSpec:
+               device: str, amp: bool = True) -> RunSpec:
     opts: dict[str, Any] = dict(use_dyce=dyce, memory_size=memory, partitions=partitions, topk=3,
                                 adapt_steps=0, mask_ratio=0.3, mask_patch=16)
     return RunSpec(name=f"bench-beclr-{dyce}", data=DataSpec("memory", None, {}), backbone="resnet18",
                    method="beclr", method_options=opts, augment="beclr_default",
                    train=TrainConfig(epochs=1, sampler="replacement", batch_size=batch, batches_per_epoch=steps,
                                      lr=0.3 * batch / 256, weight_decay=1e-4, schedule="cosine",
-                                     checkpoint_every=10**9, progress=False, device=device),
+                                     checkpoint_every=10**9, progress=False, device=device, amp=amp),
                    eval=EvalSpec(val_episodes=0))
 
 
-def main() -> None:
+#: Sizes per mode: NCA (batch, timed steps, warm-up steps, classes x images per class, image size), BECLR
+#: (batch, timed steps, memory size, partitions, images per class of 64 classes, image size). ``full`` is the GPU
+#: run; ``quick`` every path on a CPU in a minute or two; ``tiny`` a few steps on 32-px images (seconds; the
+#: CPU plan of ``./study gpu-check --tiny``). BECLR's data set holds 64 x 40 images at 224 px on the GPU (385 MB;
+#: the sampler draws with replacement, so the step time does not depend on it).
+SIZES: dict[str, dict[str, tuple]] = {
+    "full": {"nca": (512, 40, 10, 600, 84), "beclr": (256, 25, 8192, 200, 40, 224)},
+    "quick": {"nca": (16, 6, 2, 40, 84), "beclr": (4, 5, 64, 4, 20, 224)},
+    "tiny": {"nca": (4, 2, 1, 8, 32), "beclr": (4, 2, 16, 2, 4, 32)},
+}
+
+
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="small batches and few steps (CPU check of every path)")
+    ap.add_argument("--tiny", action="store_true", help="a few steps on 32-px images (seconds on a CPU)")
+    ap.add_argument("--device", default="auto", help="'auto' (CUDA when present), 'cpu' or 'cuda'")
+    ap.add_argument("--rows", default="nca,beclr", help="comma-separated: nca, beclr (default both)")
+    ap.add_argument("--precision", default="bf16", choices=("bf16", "fp32", "both"),
+                    help="BECLR rows: bf16 autocast (the loop's default on CUDA), fp32, or both")
     ap.add_argument("--compile", action="store_true", help="also time the project's loop with torch.compile")
     ap.add_argument("--workers", type=int, default=min(12, os.cpu_count() or 1), help="official-style DataLoader workers")
     ap.add_argument("--skip-beclr", action="store_true")
-    args = ap.parse_args()
-    device = get_device("auto")
-    quick = args.quick or device.type != "cuda"
+    ap.add_argument("--json", default=None, help="also write the rows and ratios to this JSON file")
+    args = ap.parse_args(argv)
+    rows_wanted = {r.strip() for r in args.rows.split(",") if r.strip()}
+    if not rows_wanted <= {"nca", "beclr"}:
+        ap.error(f"--rows {args.rows!r}: allowed rows are nca and beclr")
+    if args.skip_beclr:
+        rows_wanted.discard("beclr")
+    device = get_device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: torch sees no CUDA device here (use --device cpu)")
+    mode = "tiny" if args.tiny else "quick" if (args.quick or device.type != "cuda") else "full"
     print(f"device: {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'CPU'}, torch "
-          f"{torch.__version__}, {torch.get_num_threads()} threads{' (quick sizes)' if quick else ''}", flush=True)
-    rows = []
+          f"{torch.__version__}, {torch.get_num_threads()} threads, {mode} sizes", flush=True)
+    rows: list[dict[str, Any]] = []
+    ratios: dict[str, float] = {}
 
-    b, steps, warm = (16, 6, 2) if quick else (512, 40, 10)
-    data = synthetic(64, 40 if quick else 600, 84)
-    spec = nca_spec(b, warm + steps, 84, False, str(device))
-    spec.data = DataSpec.of(data)
-    ours = project_rate(spec, data, b, warm)
-    rows.append(("NCA ResNet-12 84 px, project loop", b, ours))
-    if args.compile:
-        spec_c = nca_spec(b, warm + steps, 84, True, str(device))
-        spec_c.data = spec.data
-        rows.append(("NCA ResNet-12 84 px, project loop + torch.compile", b, project_rate(spec_c, data, b, warm + 3)))
-    base = official_nca_rate(data, b, steps, warm, 84, device, 0 if quick else args.workers)
-    rows.append(("NCA ResNet-12 84 px, official-style fp32 PIL + DataLoader", b, base))
+    def row(key: str, name: str, batch: int, rate: float, **extra: Any) -> None:
+        rows.append({"key": key, "case": name, "batch": batch, "img_per_s": rate, **extra})
 
-    if not args.skip_beclr:
-        b2, steps2 = (4, 5) if quick else (256, 25)
-        mem, parts = (64, 4) if quick else (8192, 200)
+    if "nca" in rows_wanted:
+        b, steps, warm, per_class, size = SIZES[mode]["nca"]
+        data = synthetic(64, per_class, size)
+        spec = nca_spec(b, warm + steps, size, False, str(device))
+        spec.data = DataSpec.of(data)
+        ours = project_rate(spec, data, b, warm)
+        row("nca_project", f"NCA ResNet-12 {size} px, project loop", b, ours)
+        if args.compile:
+            spec_c = nca_spec(b, warm + steps, size, True, str(device))
+            spec_c.data = spec.data
+            row("nca_project_compiled", f"NCA ResNet-12 {size} px, project loop + torch.compile", b,
+                project_rate(spec_c, data, b, warm + 3))
+        base = official_nca_rate(data, b, steps, warm, size, device, 0 if mode != "full" else args.workers)
+        row("nca_official", f"NCA ResNet-12 {size} px, official-style fp32 PIL + DataLoader", b, base)
+        ratios["nca_project_over_official"] = ours / base
+
+    if "beclr" in rows_wanted:
+        b2, steps2, mem, parts, per_class2, size2 = SIZES[mode]["beclr"]
         fill = -(-mem // (2 * b2))  # steps before the memory is full and DyCE starts retrieving
-        data2 = synthetic(64, 20 if quick else 600, 224)
+        data2 = synthetic(64, per_class2, size2)
         per_step = 2 * b2  # two views per image
-        rates = {}
-        for dyce in (False, True):
-            s = beclr_spec(b2, fill + 1 + steps2, 224, dyce, mem, parts, str(device))
-            s.data = DataSpec.of(data2)
-            rates[dyce] = project_rate(s, data2, per_step, fill + 1)
-            rows.append((f"BECLR ResNet-18 224 px, {'with' if dyce else 'without'} DyCE (views/s)", b2, rates[dyce]))
+        precisions = ("bf16", "fp32") if args.precision == "both" else (args.precision,)
+        for prec in precisions:
+            rates = {}
+            for dyce in (False, True):
+                s = beclr_spec(b2, fill + 1 + steps2, size2, dyce, mem, parts, str(device), amp=prec == "bf16")
+                s.data = DataSpec.of(data2)
+                rates[dyce] = project_rate(s, data2, per_step, fill + 1)
+                row(f"beclr_{prec}_{'dyce' if dyce else 'nodyce'}",
+                    f"BECLR ResNet-18 {size2} px {prec}, {'with' if dyce else 'without'} DyCE (views/s)", b2,
+                    rates[dyce], autocast=prec == "bf16" and device.type == "cuda")
+            ratios[f"beclr_{prec}_dyce_overhead_pct"] = 100 * (rates[False] / rates[True] - 1)
 
     print(f"\n{'case':64s} {'batch':>6s} {'img/s':>9s}")
-    for name, batch, rate in rows:
-        print(f"{name:64s} {batch:6d} {rate:9.1f}")
-    print(f"\nNCA: project / official-style = {ours / base:.2f}x")
-    if not args.skip_beclr:
-        print(f"BECLR: DyCE overhead = {100 * (rates[False] / rates[True] - 1):+.1f} % of the step time")
+    for r in rows:
+        print(f"{r['case']:64s} {r['batch']:6d} {r['img_per_s']:9.1f}")
+    if "nca_project_over_official" in ratios:
+        print(f"\nNCA: project / official-style = {ratios['nca_project_over_official']:.2f}x")
+    for prec in ("bf16", "fp32"):
+        if f"beclr_{prec}_dyce_overhead_pct" in ratios:
+            print(f"BECLR {prec}: DyCE overhead = {ratios[f'beclr_{prec}_dyce_overhead_pct']:+.1f} % of the step time")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": str(device), "mode": mode, "rows": rows, "ratios": ratios}, f, indent=1)
 
 
 if __name__ == "__main__":
