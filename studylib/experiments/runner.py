@@ -414,7 +414,8 @@ def stored_outcome(spec: RunSpec, store: RunStore | None = None) -> Outcome | No
         ev_run.read_bytes(ACCURACIES)
         return Outcome(spec, run, ev_run.result(), ev_run)
     except RunFileError as e:
-        warnings.warn(f"evaluating again: {e}", stacklevel=3)
+        # Nothing to delete: the evaluation is computed again from the weights and overwrites the damaged file.
+        warnings.warn(f"evaluating again: {e.path}: {e.problem}", stacklevel=3)
         return None
 
 

@@ -211,3 +211,67 @@ def test_list_runs_reports_status_creation_and_training_record(tmp_path):
     assert infos["done"].training["steps"] == 6 and infos["done"].training["train_seconds"] > 0
     assert infos["half"].training is None and infos["none"].config == {"k": 3}
     assert all(abs(i.created - time.time()) < 600 for i in infos.values())
+
+
+# --------------------------------------------------------------------- a store of the previous format (no sidecars)
+
+def _legacy_store(tmp_path):
+    """A tiny finished run, then its checksum sidecars removed: what studylib wrote before checksums."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "experiments"))
+    from test_runner_guards import tiny_spec
+    from studylib.experiments.runner import run_spec
+    store = RunStore(tmp_path / "store")
+    out = run_spec(tiny_spec(), store, progress=False)
+    sidecars = list(store.root.rglob(".*.sha256"))
+    assert len(sidecars) >= 6
+    for f in sidecars:
+        f.unlink()
+    return store, out, tiny_spec
+
+
+def test_a_run_of_the_previous_format_is_verified_and_adopted_not_retrained(tmp_path, monkeypatch):
+    """Before: every file failed with 'has no checksum ... delete the run folder to retrain it'."""
+    import warnings
+    from studylib.experiments.runner import load_trained, run_spec
+    store, first, tiny_spec = _legacy_store(tmp_path)
+    weights = (first.run.path / "weights.pt").read_bytes()
+    monkeypatch.setattr(torch.optim.SGD, "step", lambda *a, **k: pytest.fail("trained again"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again = run_spec(tiny_spec(), store, progress=False)
+        load_trained(again)  # the weights: the training run is adopted too
+    notices = [str(w.message) for w in caught if "older format without checksums" in str(w.message)]
+    assert len(notices) == 2 and all("\n" not in n for n in notices)  # one line per folder (eval, training)
+    assert again.result == first.result and (first.run.path / "weights.pt").read_bytes() == weights
+    assert (first.run.path / ".weights.pt.sha256").read_text().split() == [hashlib.sha256(weights).hexdigest()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # adopted once: no notice any more
+        run_spec(tiny_spec(), store, progress=False)
+
+
+def test_an_unverifiable_old_run_names_the_adopt_command_never_deletion(tmp_path):
+    from studylib.training.runstore import main
+    store, first, _ = _legacy_store(tmp_path)
+    run = first.run
+    cfg = run.path / "config.json"
+    cfg.write_text(cfg.read_text().replace('"lr": 0.05', '"lr": 0.06'))  # no longer hashes to the folder's name
+    with pytest.raises(RunFileError, match=r"cannot be verified another way: config.json hashes to \w+, not to") as e:
+        run.load_tensor("weights.pt")
+    assert "python -m studylib.training.runstore adopt --trust" in str(e.value) and "rm " not in str(e.value)
+    assert not (run.path / ".weights.pt.sha256").exists()
+    assert main(["adopt", "--trust", str(run.path)]) == 0  # the person vouches for it
+    assert set(run.load_tensor("weights.pt")) == set(torch.load(run.path / "weights.pt", weights_only=True))
+
+
+def test_a_damaged_sidecar_is_named_as_such(tmp_path):
+    from studylib.training.runstore import main
+    store = RunStore(tmp_path)
+    run = store.run("r", {"a": 1})
+    run.save_tensor("weights.pt", {"w": torch.ones(3)})
+    (run.path / ".weights.pt.sha256").write_text("not a digest\n")
+    with pytest.raises(RunFileError, match=r"\.weights\.pt\.sha256: the checksum sidecar of weights.pt is damaged .*"
+                                           r"weights.pt itself may be intact") as e:
+        run.load_tensor("weights.pt")
+    assert "rm " not in str(e.value) and "runstore adopt" in str(e.value)
+    assert main(["adopt", str(run.path)]) == 0  # verified (it loads weights-only), sidecar rewritten
+    assert torch.equal(run.load_tensor("weights.pt")["w"], torch.ones(3))
