@@ -378,6 +378,21 @@ def _default_workers() -> int:
     return max(1, min(16, (os.cpu_count() or 1) + 2))
 
 
+_SIXTEEN_BIT = ("I;16", "I;16L", "I;16B", "I;16N")
+
+
+def to_8bit(img: Image.Image) -> Image.Image:
+    """A 16-bit (``I;16*``, or ``I`` as PIL opens 16-bit PNGs) grey image scaled to 8-bit ``L``:
+    ``round(v * 255 / 65535)``, so grey 40000/65535 becomes 156, not white (PIL's ``convert`` clips at 255).
+    Other modes (8-bit, palette, CMYK, LA, RGBA...) are returned as they are for ``convert``."""
+    if img.mode not in (*_SIXTEEN_BIT, "I"):
+        return img
+    v = np.asarray(img).astype(np.int64)
+    if img.mode == "I" and img.format not in ("PNG", None) and v.max(initial=0) <= 255:
+        return Image.fromarray(v.clip(0, 255).astype(np.uint8), "L")  # an 8-bit image stored as 32-bit ints
+    return Image.fromarray(((v.clip(0, 65535) * 255 + 32767) // 65535).astype(np.uint8), "L")
+
+
 def decode_images(sources: Sequence[bytes | Path], size: int, mode: str = "RGB", invert: bool = False,
                   names: Sequence[str] | None = None, workers: int | None = None) -> torch.Tensor:
     """Decode image files or encoded bytes into one uint8 tensor.
@@ -386,7 +401,8 @@ def decode_images(sources: Sequence[bytes | Path], size: int, mode: str = "RGB",
         sources: ``N`` file paths or encoded image bytes (PNG, JPEG, ...).
         size: output side; every image is resized straight to ``size x size`` (bilinear, antialiased when
             shrinking) unless it already has that size.
-        mode: ``"RGB"`` (3 channels; grayscale and RGBA inputs are converted) or ``"L"`` (1 channel).
+        mode: ``"RGB"`` (3 channels; grayscale, palette, CMYK, LA and RGBA inputs are converted, alpha dropped;
+            16-bit grey is scaled to 8 bits by :func:`to_8bit`, not clipped) or ``"L"`` (1 channel).
         invert: store ``255 - pixel`` (used for Omniglot: ink 255 on background 0).
         names: ``N`` names for error messages (defaults to the paths).
         workers: thread-pool size (PIL releases the GIL while decoding, so threads scale).
@@ -405,7 +421,7 @@ def decode_images(sources: Sequence[bytes | Path], size: int, mode: str = "RGB",
         try:
             with Image.open(io.BytesIO(src) if isinstance(src, (bytes, bytearray, memoryview)) else src) as img:
                 img.draft(mode, (size, size))  # JPEG only: decode at a reduced DCT scale >= size
-                img = img.convert(mode)
+                img = to_8bit(img).convert(mode)
                 if invert:
                     img = Image.fromarray(255 - np.asarray(img))
                 if img.size != (size, size):

@@ -953,3 +953,40 @@ def test_tiered_labels_holding_none_name_the_file_and_reader(tmp_path):
         pickle.dump({"label_specific": np.array([0.5, 1.0]), "label_general": [0, 0]}, fh)
     with pytest.raises(DataError, match=r"'label_specific' .* to be an array of float64"):
         R.load_tiered_imagenet(tmp_path, size=16, cache=False)
+
+
+def test_sixteen_bit_pngs_are_scaled_not_clipped(tmp_path):
+    """Before: PIL's convert clipped 16-bit grey at 255 (40000/65535 decoded as white)."""
+    values = np.array([[0, 257, 40000, 65535]], dtype=np.uint16).repeat(4, 0)
+    Image.fromarray(values).save(tmp_path / "g16.png")
+    with Image.open(tmp_path / "g16.png") as im:
+        assert im.mode.startswith("I")  # PIL reads it as 16-bit
+    expected = np.round(values.astype(np.float64) * 255 / 65535).astype(np.uint8)  # [0, 1, 156, 255]
+    grey = R.decode_images([tmp_path / "g16.png"], size=4, mode="L")
+    assert np.array_equal(grey[0, 0].numpy(), expected)
+    rgb = R.decode_images([tmp_path / "g16.png"], size=4, mode="RGB")
+    assert all(np.array_equal(rgb[0, c].numpy(), expected) for c in range(3))
+
+
+@pytest.mark.parametrize("kind", ["CMYK", "P+alpha", "LA"])
+def test_cmyk_palette_alpha_and_la_decode_to_the_requested_mode(tmp_path, kind):
+    """Guard: colour channels as PIL converts them (alpha dropped), in 3 or 1 channels as asked."""
+    if kind == "CMYK":
+        img, fmt = Image.new("CMYK", (4, 4), (0, 255, 255, 0)), "JPEG"  # red
+    elif kind == "LA":
+        img, fmt = Image.fromarray(np.dstack([np.full((4, 4), 100, np.uint8), np.full((4, 4), 30, np.uint8)]),
+                                   "LA"), "PNG"
+    else:
+        img = Image.new("P", (4, 4), 1)
+        img.putpalette([0, 0, 0, 200, 10, 10] + [0] * 762)
+        img.info["transparency"] = 0
+        fmt = "PNG"
+    path = tmp_path / f"x.{fmt.lower()}"
+    img.save(path, fmt)
+    with Image.open(path) as im:
+        want_rgb, want_l = np.asarray(im.convert("RGB")), np.asarray(im.convert("L"))
+    rgb = R.decode_images([path], size=4, mode="RGB")
+    grey = R.decode_images([path], size=4, mode="L")
+    assert rgb.shape == (1, 3, 4, 4) and grey.shape == (1, 1, 4, 4)
+    assert np.array_equal(rgb[0].permute(1, 2, 0).numpy(), want_rgb)
+    assert np.array_equal(grey[0, 0].numpy(), want_l)
