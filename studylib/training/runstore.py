@@ -474,7 +474,7 @@ class RunStore:
     def runs(self) -> list[Run]:
         out = []
         for p in sorted(self.root.iterdir()) if self.root.is_dir() else []:
-            if (p / CONFIG).exists():
+            if not p.name.startswith(".") and (p / CONFIG).exists():  # never .locks/
                 try:
                     config = _load_json(_read_verified(p / CONFIG, ""), p / CONFIG, "")
                 except RunFileError:

@@ -275,3 +275,64 @@ def test_a_damaged_sidecar_is_named_as_such(tmp_path):
     assert "rm " not in str(e.value) and "runstore adopt" in str(e.value)
     assert main(["adopt", str(run.path)]) == 0  # verified (it loads weights-only), sidecar rewritten
     assert torch.equal(run.load_tensor("weights.pt")["w"], torch.ones(3))
+
+
+# ------------------------------------------------------------------------------ guards of the defences
+
+class _Payload:
+    """Unpickling this runs code (creates the marker file): what a crafted checkpoint would carry."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (exec, (f"open({self.marker!r}, 'w').write('ran')",))
+
+
+def test_a_checkpoint_carrying_a_pickled_payload_is_refused_by_every_loading_path(tmp_path):
+    """With weights_only=False anywhere, the payload would run and create the marker."""
+    import io
+    import warnings
+    from studylib import api
+    from studylib.data.readers import cached
+    from studylib.training.runstore import _write_digests, adopt
+    marker = tmp_path / "ran"
+    blob = io.BytesIO()
+    torch.save({"model": {"w": torch.ones(2)}, "extra": _Payload(marker)}, blob)
+    data = blob.getvalue()
+    run = RunStore(tmp_path / "store").run("r", {"a": 1})
+    run.open()
+    for name in ("checkpoint.pt", "weights.pt"):  # with a valid checksum: only weights_only stands in the way
+        (run.path / name).write_bytes(data)
+        _write_digests(run.path / name, [hashlib.sha256(data).hexdigest()])
+    with pytest.raises(RunFileError, match=r"checkpoint.pt: cannot be read by torch"):
+        run.load_checkpoint()
+    with pytest.raises(RunFileError, match=r"weights.pt: cannot be read by torch"):
+        run.load_tensor("weights.pt")
+    for name in ("checkpoint.pt", "weights.pt", "config.json"):  # the previous format: adoption verifies by loading
+        (run.path / f".{name}.sha256").unlink()
+    with pytest.raises(RunFileError, match=r"weights.pt: does not load \(UnpicklingError"):
+        adopt(run.path)
+    with pytest.raises(Exception, match="Weights only load failed"):
+        api.load_weights(run.path / "weights.pt", spec=None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert cached(run.path / "weights.pt", lambda: {"rebuilt": True}) == {"rebuilt": True}
+    assert any("ignoring unreadable decode cache" in str(w.message) for w in caught)
+    assert not marker.exists()
+
+
+def test_the_locks_folder_is_never_a_run(tmp_path):
+    from studylib.training.runlock import RunLock
+    store = RunStore(tmp_path)
+    run = store.run("r", {"a": 1})
+    run.save_result({"kind": "training"})
+    locks = tmp_path / ".locks"
+    lock = RunLock(locks / f"{run.path.name}.json")
+    assert lock.acquire()
+    try:
+        (locks / "config.json").write_text("{}")  # even a stray config.json there does not make it a run
+        assert [i.name for i in store.list_runs()] == [run.path.name]
+        assert [r.path.name for r in store.runs()] == [run.path.name]
+    finally:
+        lock.release()
