@@ -1168,6 +1168,19 @@ def _describe_folder(folder: Path, limit: int = 8) -> str:
     return (", ".join(shown) + (f", ... ({len(items)} entries)" if len(items) > limit else "")) or "nothing"
 
 
+def _safe_members(path: Path, names: list[str]) -> list[str]:
+    """The members of a zip without ``..`` parts or an absolute path; each stray one is skipped with a warning."""
+    safe = []
+    for n in names:
+        parts = n.replace("\\", "/").split("/")
+        if n.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
+            warnings.warn(f"omniglot: skipping the member {n!r} of {path}: it points outside the archive's folder "
+                          f"(the rest of the archive is read)", stacklevel=3)
+            continue
+        safe.append(n)
+    return safe
+
+
 def _zip_top(path: Path, strict: bool) -> str | None:
     """The single top folder of a zip, or None. ``strict``: an unreadable zip is a DataError, else skipped."""
     try:
@@ -1177,6 +1190,7 @@ def _zip_top(path: Path, strict: bool) -> str | None:
         if strict:
             raise DataError(f"omniglot: {path} is not a readable zip ({e}); download it again") from e
         return None
+    names = _safe_members(path, names)
     tops = {n.split("/", 1)[0] for n in names if n and not n.startswith("__MACOSX")}
     return tops.pop() if len(tops) == 1 else None
 
@@ -1233,7 +1247,9 @@ def _list_omniglot_source(src: _OmniSource) -> dict[tuple[str, str], list[str]]:
     alphabets: set[str] = set()
     if src.is_zip:
         with zipfile.ZipFile(src.path) as zf:
-            names = zf.namelist()
+            with warnings.catch_warnings():  # warned once already, by _zip_top
+                warnings.simplefilter("ignore")
+                names = _safe_members(src.path, zf.namelist())
         for name in names:
             parts = name.split("/")
             if parts[0] != src.top or len(parts) < 3:

@@ -990,3 +990,17 @@ def test_cmyk_palette_alpha_and_la_decode_to_the_requested_mode(tmp_path, kind):
     assert rgb.shape == (1, 3, 4, 4) and grey.shape == (1, 1, 4, 4)
     assert np.array_equal(rgb[0].permute(1, 2, 0).numpy(), want_rgb)
     assert np.array_equal(grey[0, 0].numpy(), want_l)
+
+
+def test_omniglot_zip_with_a_stray_parent_member_skips_it_and_reads_the_rest(omni_root):
+    """Before: one '../' member made the zip have two top folders, so the whole archive was ignored."""
+    root, _ = omni_root
+    clean = R.load_omniglot(root, split="background-evaluation", cache=False)
+    with zipfile.ZipFile(root / "images_background.zip", "a") as zf:
+        zf.writestr("../evil.png", b"x")
+        zf.writestr("images_background/../../outside.png", b"x")
+    with pytest.warns(UserWarning, match=r"skipping the member '\.\./evil\.png' of .*images_background.zip: it "
+                                         r"points outside"):
+        got = R.load_omniglot(root, split="background-evaluation", cache=False)
+    for s in SPLITS:
+        assert got[s].class_names == clean[s].class_names and torch.equal(got[s].images, clean[s].images)
