@@ -374,13 +374,39 @@ class Run:
     def metrics(self) -> list[dict[str, Any]]:
         if self._metrics is None:
             if self.has(METRICS):
-                fix = (f"The metrics log cannot be rebuilt without training again: delete the run folder "
-                       f"(rm -r '{self.path}') to retrain it")
+                fix = ("The weights and results do not depend on it (an interrupted run rebuilds it from its "
+                       "checkpoint when it resumes); the curve of a finished run comes back only by training it "
+                       "again, e.g. in another store (STUDYLIB_CACHE=/tmp/elsewhere)")
                 text = self.read_bytes(METRICS, fix).decode("utf-8")
                 self._metrics = [json.loads(line) for line in text.splitlines() if line]
             else:
                 self._metrics = []
         return self._metrics
+
+    def salvage_metrics(self, up_to_step: int) -> list[dict[str, Any]]:
+        """The readable rows of a damaged metrics log up to ``up_to_step`` (the checkpoint training resumes
+        from), with a one-line warning; the caller rewrites the log from them (with a fresh checksum)."""
+        path = self.path / METRICS
+        try:
+            text = path.read_bytes().decode("utf-8", errors="replace")
+        except OSError:
+            text = ""
+        rows, bad = [], 0
+        for line in text.splitlines():
+            try:
+                row = json.loads(line) if line.strip() else None
+            except json.JSONDecodeError:
+                row = None
+            if isinstance(row, dict) and isinstance(row.get("step", 0), int):
+                if row.get("step", 0) <= up_to_step:
+                    rows.append(row)
+            elif line.strip():
+                bad += 1
+        warnings.warn(f"{path} was damaged (it does not match its checksum): rebuilt from its {len(rows)} readable "
+                      f"row(s) up to the checkpoint's step {up_to_step} ({bad} unreadable line(s) dropped); training "
+                      f"resumes from the checkpoint, the weights are not affected", stacklevel=3)
+        self._metrics = rows
+        return rows
 
     def set_metrics(self, rows: list[dict[str, Any]]) -> None:
         self._metrics = list(rows)

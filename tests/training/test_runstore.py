@@ -336,3 +336,19 @@ def test_the_locks_folder_is_never_a_run(tmp_path):
         assert [r.path.name for r in store.runs()] == [run.path.name]
     finally:
         lock.release()
+
+
+def test_a_damaged_metrics_log_of_an_interrupted_run_heals_from_the_checkpoint(tmp_path):
+    """Before: RunFileError '... delete the run folder (rm -r ...)': the run could only be trained again."""
+    run = _interrupted(tmp_path)  # checkpoint at step 8, metrics rows up to step 9
+    log = run.path / "metrics.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(lines[:3]) + lines[3][:7] + b"\xff garbage\n" + b"".join(lines[4:]))
+    fresh = RunStore(tmp_path / "store").run("r", {})
+    with pytest.warns(UserWarning, match=r"metrics.jsonl was damaged .*rebuilt from its \d+ readable row\(s\) up to "
+                                         r"the checkpoint's step 8 \(1 unreadable line\(s\) dropped\)"):
+        weights = _weights(train(make(), _split(), _cfg(), fresh))
+    assert all(torch.equal(weights[k], v) for k, v in _clean_weights(tmp_path).items())
+    rows = RunStore(tmp_path / "store").run("r", {}).metrics  # rewritten with a checksum that verifies
+    steps = [r["step"] for r in rows if "train_loss" in r]
+    assert steps == sorted(steps) and steps[-1] == 18
