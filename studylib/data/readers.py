@@ -304,7 +304,13 @@ def _plain_arrays(obj: Any, seen: set[int] | None = None) -> Any:
     """``obj`` with every :class:`_GuardedArray` replaced by a plain ``np.ndarray`` view (containers rebuilt)."""
     seen = set() if seen is None else seen
     if isinstance(obj, _GuardedArray):
-        return obj.view(np.ndarray)
+        plain = obj.view(np.ndarray)
+        if plain.dtype.hasobject and id(obj) not in seen:  # tieredImageNet: an object array of uint8 arrays
+            seen.add(id(obj))
+            flat = plain.reshape(-1)
+            for i in range(flat.size):
+                flat[i] = _plain_arrays(flat[i], seen)
+        return plain
     if id(obj) in seen or not isinstance(obj, (dict, list, tuple)):
         return obj
     seen.add(id(obj))

@@ -1004,3 +1004,14 @@ def test_omniglot_zip_with_a_stray_parent_member_skips_it_and_reads_the_rest(omn
         got = R.load_omniglot(root, split="background-evaluation", cache=False)
     for s in SPLITS:
         assert got[s].class_names == clean[s].class_names and torch.equal(got[s].images, clean[s].images)
+
+
+def test_loaded_arrays_are_plain_numpy_arrays(tmp_path):
+    """The guard's array subclass never leaks out of load_pickle, nested in containers or object arrays."""
+    pngs = np.empty(2, dtype=object)
+    pngs[:] = [np.arange(3, dtype=np.uint8), np.arange(4, dtype=np.uint8)]
+    (tmp_path / "p.pkl").write_bytes(pickle.dumps({"a": [pngs, (np.zeros(2),)]}, protocol=2))
+    got = R.load_pickle(tmp_path / "p.pkl", "tiered_imagenet", "hint")
+    arrays = [got["a"][0], got["a"][1][0], *got["a"][0]]
+    assert all(type(a) is np.ndarray for a in arrays)
+    assert np.array_equal(got["a"][0][1], np.arange(4))
