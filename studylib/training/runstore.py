@@ -231,6 +231,11 @@ class Run:
         self.path.mkdir(parents=True, exist_ok=True)
         remove_stale_temp_files(self.path)
         cfg = self.path / CONFIG
+        if cfg.exists() and _sidecar_state(cfg) == "missing":  # a run of the previous format: adopt it first
+            try:
+                self.adopt()
+            except RunFileError:
+                pass  # config.json is rewritten below; the other files are checked when they are read
         try:
             if _load_json(_read_verified(cfg, ""), cfg, "") != json.loads(json_text(self.config)):
                 raise RunFileError(cfg, "differs from the configuration", "")

@@ -352,3 +352,13 @@ def test_a_damaged_metrics_log_of_an_interrupted_run_heals_from_the_checkpoint(t
     rows = RunStore(tmp_path / "store").run("r", {}).metrics  # rewritten with a checksum that verifies
     steps = [r["step"] for r in rows if "train_loss" in r]
     assert steps == sorted(steps) and steps[-1] == 18
+
+
+def test_an_interrupted_run_of_the_previous_format_resumes_exactly(tmp_path):
+    """Its checkpoints (no sidecars) are verified by loading them weights-only, then training resumes."""
+    run = _interrupted(tmp_path)
+    for f in run.path.glob(".*.sha256"):
+        f.unlink()
+    with pytest.warns(UserWarning, match=r"older format without checksums; its configuration hash and \d+ file"):
+        weights = _weights(train(make(), _split(), _cfg(), RunStore(tmp_path / "store").run("r", {})))
+    assert all(torch.equal(weights[k], v) for k, v in _clean_weights(tmp_path).items())
