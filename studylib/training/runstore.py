@@ -545,6 +545,10 @@ def _try_json(path: Path) -> Any:
         return None
 
 
+__all__ = ["Run", "RunStore", "adopt", "RunInfo", "RunFileError", "provenance", "git_commit", "CHECKPOINT", "PREVIOUS",
+           "METRICS", "RESULT", "WEIGHTS", "CONFIG", "TENSORBOARD"]
+
+
 def main(argv: list[str]) -> int:
     """``python -m studylib.training.runstore adopt [--trust] RUN_FOLDER...`` (see :func:`adopt`)."""
     import sys
@@ -554,6 +558,10 @@ def main(argv: list[str]) -> int:
         return 2
     failed = 0
     for folder in args:
+        if not (Path(folder) / CONFIG).is_file():
+            print(f"error: {folder} is not a run folder (no {CONFIG}); ./study results lists the runs", file=sys.stderr)
+            failed = 1
+            continue
         try:
             done = adopt(folder, trust="--trust" in argv)
             print(f"{folder}: checksums written for {len(done)} file(s)" if done else f"{folder}: nothing to adopt")
@@ -566,7 +574,3 @@ def main(argv: list[str]) -> int:
 if __name__ == "__main__":
     import sys
     sys.exit(main(sys.argv[1:]))
-
-
-__all__ = ["Run", "RunStore", "adopt", "RunInfo", "RunFileError", "provenance", "git_commit", "CHECKPOINT", "PREVIOUS",
-           "METRICS", "RESULT", "WEIGHTS", "CONFIG", "TENSORBOARD"]

@@ -97,9 +97,11 @@ def test_damaged_results_heal_and_damaged_weights_are_named(tmp_path):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(torch.optim.SGD, "step", lambda *a, **k: pytest.fail("trained again"))
         (ev / "result.json").write_text("")  # empty: was JSONDecodeError on every later run
-        with pytest.warns(UserWarning, match=r"evaluating again: .*result.json: is empty"):
+        with pytest.warns(UserWarning, match=r"evaluating again: .*result.json: is empty") as rec:
             again = run_spec(_spec(), store, progress=False)
         assert again.result["test"] == first.result["test"]
+        # nothing needs deleting: the warning says what is redone, with no rm advice (before: "... rm -r")
+        assert not [str(w.message) for w in rec if "evaluating again" in str(w.message) and "rm " in str(w.message)]
         acc = ev / "episode_accuracies.pt"
         acc.write_bytes(acc.read_bytes()[:200])
         with pytest.warns(UserWarning, match=r"evaluating again: .*episode_accuracies.pt: is damaged"):
