@@ -106,7 +106,7 @@ def test_reference_killed_or_interrupted_leaves_the_notebook_unchanged(repo, tmp
         import signal
         import time
         deadline = time.time() + 60
-        while not [p for p in (root / "notebooks").glob(".*") if p.stat().st_size] and proc.poll() is None:
+        while not [p for p in (root / "notebooks").glob(".reference-*/*") if p.stat().st_size] and proc.poll() is None:
             assert time.time() < deadline
             time.sleep(0.05)
         os.killpg(proc.pid, signal.SIGINT)
