@@ -97,6 +97,10 @@ class EmbeddingModel:
             if x.dim() != 4:
                 raise ValueError(f"images must be [N, C, H, W] (or one [C, H, W]), got {tuple(images.shape)}")
             if x.is_floating_point():
+                bad = int((~torch.isfinite(x)).sum())
+                if bad:
+                    raise ValueError(f"images hold {bad} non-finite value(s) (NaN or inf); float images must be "
+                                     f"finite values in [0, 1] (check how they were computed), or pass uint8 0..255")
                 if float(x.min()) < 0 or float(x.max()) > 1:
                     raise ValueError("float images must lie in [0, 1]; pass uint8 0..255 otherwise")
                 x = (x * 255).round().to(torch.uint8)
@@ -196,23 +200,71 @@ class EmbeddingModel:
 
 
 # -------------------------------------------------------------------------------------------------- loading
-def _find_run(run: Any, store: Any) -> Path:
+def _store_root(store: Any) -> Path:
+    """The folder of ``store``: a :class:`RunStore`, a folder (str or Path), or None (the study's run store)."""
     from studylib.training.runstore import RunStore
+    if store is None:
+        return RunStore().root
+    if isinstance(store, RunStore):
+        return store.root
+    return Path(store)  # (not getattr(store, "root"): a Path's .root is "/")
+
+
+def _read_config(folder: Path) -> dict[str, Any]:
+    try:
+        return json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(d, dict):
+        return {prefix: d}
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def _differences(folders: list[Path]) -> str:
+    """``name: seed S, key=value ...`` per candidate: its seed and the parameters that differ between them."""
+    flats = [_flat(_read_config(f)) for f in folders]
+    keys = sorted({k for fl in flats for k in fl})
+    differ = [k for k in keys if k != "train.seed" and len({json.dumps(fl.get(k), sort_keys=True, default=str)
+                                                            for fl in flats}) > 1]
+    lines = []
+    for f, fl in zip(folders, flats):
+        diff = ", ".join(f"{k}={fl.get(k)!r}" for k in differ[:6])
+        lines.append(f"{f.name}: seed {fl.get('train.seed')}" + (f", {diff}" if diff else ""))
+    return "; ".join(lines)
+
+
+def _find_run(run: Any, store: Any, seed: int | None = None) -> Path:
     if hasattr(run, "run") and hasattr(run, "spec"):  # an Outcome
         return Path(run.run.path)
     path = Path(run)
     if path.is_dir():
         return path
-    store = store if store is not None else RunStore()
-    root = Path(getattr(store, "root", store))
+    if path.is_file():  # a file of a run (weights.pt, config.json...): the run that holds it
+        for folder in path.resolve().parents:
+            if (folder / "config.json").is_file() and (folder / "weights.pt").is_file():
+                return folder
+        raise FileNotFoundError(f"{path} is a file, not a run: pass its run folder (the folder holding config.json and "
+                                f"weights.pt), a run name from ./study results, or use api.load_weights(file, spec)")
+    root = _store_root(store)
     if (root / str(run)).is_dir():
         return root / str(run)
-    matches = sorted(p for p in root.glob(f"{run}*") if p.is_dir()) if root.is_dir() else []
+    matches = sorted(p for p in root.glob(f"{run}*") if p.is_dir() and not p.name.startswith(".")) \
+        if root.is_dir() else []
+    if seed is not None:
+        matches = [p for p in matches if (_read_config(p).get("train") or {}).get("seed") == seed]
     if len(matches) == 1:
         return matches[0]
-    hint = f"; it matches {', '.join(p.name for p in matches[:5])}" if matches else \
-        "; ./study results lists the runs"
-    raise FileNotFoundError(f"no run {run!r} (a run folder, or a run name or prefix in {root}){hint}")
+    if len(matches) > 1:
+        raise LookupError(f"{run!r} names {len(matches)} runs in {root}: {_differences(matches)}. Pass seed=... or "
+                          f"more of the folder name")
+    raise FileNotFoundError(f"no run {run!r}{'' if seed is None else f' with seed {seed}'} (a run folder, or a run "
+                            f"name or prefix in {root}); ./study results lists the runs")
 
 
 def spec_from_config(config: dict[str, Any], name: str = "run") -> Any:
@@ -257,7 +309,7 @@ def _model(spec: Any, weights: dict[str, torch.Tensor], stats: dict[str, Any], c
 
 
 def load_run(run: Any, store: Any = None, data: FewShotDataset | None = None,
-             device: str | torch.device = "cpu") -> EmbeddingModel:
+             device: str | torch.device = "cpu", seed: int | None = None) -> EmbeddingModel:
     """A finished training run as an :class:`EmbeddingModel`.
 
     Args:
@@ -265,9 +317,14 @@ def load_run(run: Any, store: Any = None, data: FewShotDataset | None = None,
         store: a :class:`RunStore` or folder (default: the study's run store).
         data: the run's data set, needed only for runs on your own data that have no ``inference.json``.
         device: where to run the model.
+        seed: the training seed, to pick one run of a name trained with several seeds.
+
+    Raises:
+        LookupError: the name matches several runs (listed with their seeds and the parameters that differ).
+        FileNotFoundError: no such run, or a file that is not inside a run.
     """
     from studylib.training.runstore import CONFIG, WEIGHTS, Run, RunFileError
-    path = _find_run(run, store)
+    path = _find_run(run, store, seed)
     r = Run(path, {})
     if not r.finished or not r.has(WEIGHTS):
         raise RunFileError(path, f"is not a finished training run (status {r.status}, "

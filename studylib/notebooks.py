@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -138,18 +139,61 @@ def strip_stale_widgets(path: Path) -> bool:
     if any(WIDGET_VIEW in o.get("data", {}) for c in nb.get("cells", []) for o in c.get("outputs", [])):
         return False
     del nb["metadata"]["widgets"]
-    from studylib.utils import atomic_write_text
-    atomic_write_text(path, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+    _write_atomic(path, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
     return True
 
 
+INJECTED = "injected-parameters"  # papermill's tag on the cell it adds after the ``parameters`` cell
+
+
+def strip_injected_parameters(path: Path) -> bool:
+    """Remove papermill's ``injected-parameters`` cells from the notebook at ``path`` (the committed notebooks
+    keep only their ``parameters`` cell: the values a run used are in its parameter file). Nothing else
+    changes: the file is rewritten in nbformat's layout (indent 1, sorted keys), keeping whether it ended with
+    a newline. True if it changed."""
+    text = path.read_text(encoding="utf-8")
+    nb = json.loads(text)
+    cells = nb.get("cells", [])
+    kept = [c for c in cells if INJECTED not in c.get("metadata", {}).get("tags", [])]
+    if len(kept) == len(cells):
+        return False
+    nb["cells"] = kept
+    out = json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False)
+    _write_atomic(path, out + "\n" if text.endswith("\n") else out)
+    return True
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path``, then rename it over ``path`` (keeping its mode);
+    no torch import, so the ./study script's calls stay quick."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def clean_executed(path: Path) -> None:
+    """What ``./study reference`` does to a freshly executed notebook: :func:`strip_stale_widgets`, then
+    :func:`strip_injected_parameters`."""
+    strip_stale_widgets(path)
+    strip_injected_parameters(path)
+
+
+COMMANDS = {"strip-widgets": strip_stale_widgets, "strip-injected": strip_injected_parameters,
+            "clean-executed": clean_executed}
+
+
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("list", "resolve", "strip-widgets"):
-        print("usage: python -m studylib.notebooks list | resolve NAME... | strip-widgets FILE...", file=sys.stderr)
+    if not argv or argv[0] not in ("list", "resolve", *COMMANDS):
+        print("usage: python -m studylib.notebooks list | resolve NAME... | strip-widgets FILE... | "
+              "strip-injected FILE... | clean-executed FILE...", file=sys.stderr)
         return 2
-    if argv[0] == "strip-widgets":
+    if argv[0] in COMMANDS:
         for f in argv[1:]:
-            strip_stale_widgets(Path(f))
+            COMMANDS[argv[0]](Path(f))
         return 0
     if argv[0] == "list":
         if argv[1:] in (["--scale", "paper"], ["--scale=paper"]):

@@ -158,3 +158,43 @@ def test_every_documented_classifier_is_registered_after_importing_the_api_alone
             "print(' '.join(sorted(CLASSIFIERS)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert {"nearest_centroid", "soft_assignment", "knn", "logreg", "opta", "opta_nearest"} <= set(out)
+
+
+def test_non_finite_images_are_refused(trained):
+    """Before: NaN passed the [0, 1] check (comparisons with NaN are false) and became 0: every query class 0."""
+    outcome, store = trained
+    model = api.load_run(outcome, store)
+    x = outcome.spec.data.load()["test"].images[:4].float() / 255
+    x[1, 0, 2, 2] = float("nan")
+    with pytest.raises(ValueError, match=r"images hold 1 non-finite value\(s\) \(NaN or inf\)"):
+        model.embed(x)
+    x[1, 0, 2, 2] = float("inf")
+    with pytest.raises(ValueError, match="non-finite"):
+        model.classify(x[:2], [0, 1], x[2:])
+
+
+def test_load_run_searches_the_given_store_takes_a_file_and_a_seed(trained, tmp_path):
+    import json
+    import shutil
+    outcome, store = trained
+    name = outcome.run.path.name
+    assert api.load_run(name[:6], store=Path(store.root)).path == outcome.run.path  # before: searched "/"
+    assert api.load_run(name[:6], store=str(store.root)).path == outcome.run.path
+    assert api.load_run(outcome.run.path / "weights.pt").path == outcome.run.path  # before: NotImplementedError
+    (tmp_path / "w.pt").write_bytes(b"x")
+    with pytest.raises(FileNotFoundError, match=r"w.pt is a file, not a run: .*api.load_weights"):
+        api.load_run(tmp_path / "w.pt")
+    other = store.root / f"{name.rsplit('-', 1)[0]}-ffffffffffff"  # the same name trained with another seed and lr
+    shutil.copytree(outcome.run.path, other)
+    try:
+        cfg = json.loads((other / "config.json").read_text())
+        cfg["train"].update(seed=7, lr=0.1)
+        (other / "config.json").write_text(json.dumps(cfg))
+        with pytest.raises(LookupError, match=rf"'t-' names 2 runs in {store.root}: {name}: seed 0, train.lr=0.05; "
+                                              rf"t-ffffffffffff: seed 7, train.lr=0.1\. Pass seed="):
+            api.load_run("t-", store)
+        assert api.load_run("t-", store, seed=0).path == outcome.run.path
+        with pytest.raises(FileNotFoundError, match="no run 't-' with seed 3"):
+            api.load_run("t-", store, seed=3)
+    finally:
+        shutil.rmtree(other)

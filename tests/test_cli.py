@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -58,3 +59,102 @@ def test_notebook_names_resolve_or_get_did_you_mean(repo):
     for cmd in ("run", "reference"):  # fails before papermill starts
         out = subprocess.run([str(repo / "study"), cmd, "quikstart"], capture_output=True, text=True)
         assert out.returncode == 2 and "did you mean 00_quickstart?" in out.stderr
+
+
+# ------------------------------------------------------------------ ./study reference never loses a notebook
+
+FAKE_PAPERMILL = """#!/usr/bin/env bash
+# papermill's arguments as ./study reference passes them: --cwd DIR INPUT OUTPUT ...
+echo "$STUDYLIB_CACHE" > "$FAKE_LOG"
+case "$FAKE_MODE" in
+    kill) head -c 2000 "$3" > "$4"; kill -KILL $$ ;;       # killed after its first write
+    hang) head -c 2000 "$3" > "$4"; exec sleep 60 ;;       # interrupted (Ctrl-C) after its first write
+    ok) cp "$FAKE_RESULT" "$4" ;;
+esac
+"""
+NB = "00_quickstart"
+
+
+def _copy_of_repo(repo, tmp_path):
+    """The files ./study reference NB needs, in a throwaway checkout (the real notebook is never at risk)."""
+    import shutil
+    root = tmp_path / "repo"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "params" / NB).mkdir(parents=True)
+    for f in ("study", "pyproject.toml", f"notebooks/{NB}.ipynb", f"params/{NB}/smoke.yaml"):
+        shutil.copy2(repo / f, root / f)
+    (root / ".venv").symlink_to((repo / ".venv").resolve())
+    fake = tmp_path / "papermill"
+    fake.write_text(FAKE_PAPERMILL)
+    fake.chmod(0o755)
+    return root, _env(STUDYLIB_PAPERMILL=str(fake), FAKE_LOG=str(tmp_path / "cache.txt"))
+
+
+def _leftovers(root):
+    return sorted(p.name for p in (root / "notebooks").iterdir() if p.name != f"{NB}.ipynb")
+
+
+@pytest.mark.parametrize("mode", ["kill", "hang"])
+def test_reference_killed_or_interrupted_leaves_the_notebook_unchanged(repo, tmp_path, mode):
+    """Before: papermill wrote over notebooks/NB.ipynb itself (input = output), so a kill after its first
+    write left the committed notebook without its outputs, and the mktemp cache stayed behind."""
+    root, env = _copy_of_repo(repo, tmp_path)
+    before = (root / "notebooks" / f"{NB}.ipynb").read_bytes()
+    proc = subprocess.Popen([str(root / "study"), "reference", NB], env={**env, "FAKE_MODE": mode},
+                            start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if mode == "hang":  # Ctrl-C once the executor has written its first bytes
+        import signal
+        import time
+        deadline = time.time() + 60
+        while not [p for p in (root / "notebooks").glob(".reference-*/*") if p.stat().st_size] and proc.poll() is None:
+            assert time.time() < deadline
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0, err
+    assert (root / "notebooks" / f"{NB}.ipynb").read_bytes() == before
+    assert _leftovers(root) == []  # no half-written copy
+    cache = (tmp_path / "cache.txt").read_text().strip()
+    assert cache and not os.path.exists(cache)  # the trap removed the cache
+
+
+def test_reference_replaces_the_notebook_only_after_success_without_injected_parameters(repo, tmp_path):
+    import json
+    root, env = _copy_of_repo(repo, tmp_path)
+    nb = json.loads((root / "notebooks" / f"{NB}.ipynb").read_text(encoding="utf-8"))
+    executed = json.loads(json.dumps(nb))
+    executed["cells"][-1]["outputs"] = [{"name": "stdout", "output_type": "stream", "text": ["new run\n"]}]
+    where = next(i for i, c in enumerate(nb["cells"]) if "parameters" in c["metadata"].get("tags", [])) + 1
+    executed["cells"].insert(where, {"cell_type": "code", "execution_count": 3, "id": "x1", "outputs": [],
+                                     "metadata": {"tags": ["injected-parameters"]}, "source": ["seed = 0\n"]})
+    (tmp_path / "executed.ipynb").write_text(json.dumps(executed, indent=1), encoding="utf-8")
+    out = subprocess.run([str(root / "study"), "reference", NB], capture_output=True, text=True,
+                         env={**env, "FAKE_MODE": "ok", "FAKE_RESULT": str(tmp_path / "executed.ipynb")})
+    assert out.returncode == 0, out.stderr
+    got = json.loads((root / "notebooks" / f"{NB}.ipynb").read_text(encoding="utf-8"))
+    del executed["cells"][where]
+    executed["metadata"].pop("widgets", None)  # stale widget state: strip-widgets, as before
+    assert got == executed
+    assert _leftovers(root) == [] and not os.path.exists((tmp_path / "cache.txt").read_text().strip())
+
+
+def test_no_committed_notebook_holds_papermills_injected_parameters(repo):
+    for path in sorted((repo / "notebooks").glob("*.ipynb")):
+        tags = [c["metadata"].get("tags", []) for c in json.loads(path.read_text(encoding="utf-8"))["cells"]]
+        assert not any(notebooks.INJECTED in t for t in tags), path.name
+        assert sum("parameters" in t for t in tags) == 1, path.name
+
+
+def test_strip_injected_parameters_removes_only_that_cell(tmp_path):
+    cells = [{"cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": "a = 1", "outputs": [],
+              "execution_count": 1},
+             {"cell_type": "code", "metadata": {"tags": ["injected-parameters"]}, "source": "a = 2", "outputs": [],
+              "execution_count": 2},
+             {"cell_type": "markdown", "metadata": {}, "source": "é"}]
+    nb = {"cells": cells, "metadata": {"z": 1, "a": 2}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "n.ipynb"
+    path.write_text(json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False), encoding="utf-8")
+    assert notebooks.strip_injected_parameters(path)
+    expected = {**nb, "cells": [cells[0], cells[2]]}
+    assert path.read_text(encoding="utf-8") == json.dumps(expected, indent=1, sort_keys=True, ensure_ascii=False)
+    assert not notebooks.strip_injected_parameters(path)  # nothing left to strip: unchanged

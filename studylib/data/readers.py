@@ -53,6 +53,7 @@ import hashlib
 import io
 import os
 import pickle
+import threading
 import warnings
 import zipfile
 import zlib
@@ -151,27 +152,127 @@ def _latin1_encode(obj: str, encoding: str = "utf-8", errors: str = "strict") ->
     return codecs.encode(obj, "latin1", errors)
 
 
+class _Refused(pickle.UnpicklingError):
+    """A data pickle asks for something a data-set file never holds (an object array, an allocation its bytes
+    cannot back); ``why`` says what."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+_LOAD = threading.local()  # the byte budget of the pickle being loaded in this thread (see _DataUnpickler)
+
+
+def _charge(nbytes: int, what: str) -> None:
+    """Count ``nbytes`` of array data against the current file's budget; refuse before allocating past it."""
+    budget = getattr(_LOAD, "budget", None)
+    if budget is None:
+        raise _Refused(f"{what} outside a data-pickle load")
+    if nbytes > budget[0]:
+        raise _Refused(f"{what} declares {nbytes:,} bytes of array data, more than the file's {budget[1]:,} bytes can "
+                       f"hold (memo references or a forged shape)")
+    budget[0] -= nbytes
+
+
+def _plain_dtype(dtype: Any, what: str) -> np.dtype:
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as e:
+        raise _Refused(f"{what} has an unknown dtype {dtype!r}") from e
+    if dt.hasobject:
+        raise _Refused(f"{what} is an object array (dtype {dt}); data-set arrays hold numbers only")
+    return dt
+
+
+class _GuardedArray(np.ndarray):
+    """What ``_reconstruct`` makes while a pickle loads: an empty array whose ``__setstate__`` (pickle's BUILD)
+    checks the declared dtype and size against the file's budget before NumPy allocates. Turned back into
+    plain arrays after the load (:func:`_plain_arrays`)."""
+
+    def __setstate__(self, state: Any) -> None:
+        if not isinstance(state, tuple) or len(state) not in (4, 5):
+            raise _Refused("an array with a malformed state")
+        shape, dtype = state[-4], state[-3]
+        dt = dtype if isinstance(dtype, np.dtype) and dtype == np.dtype(object) else _plain_dtype(dtype, "an array")
+        try:
+            n = int(np.prod([int(d) for d in shape], dtype=object)) if len(shape) else 1
+        except (TypeError, ValueError) as e:
+            raise _Refused(f"an array with a malformed shape {shape!r}") from e
+        if any(int(d) < 0 for d in shape):
+            raise _Refused(f"an array with a negative dimension {shape!r}")
+        if dt.hasobject:  # tieredImageNet's list of PNG buffers: only objects the file itself holds, one per cell
+            if not isinstance(state[-1], list) or len(state[-1]) != n:
+                raise _Refused(f"an object array of {n:,} cells filled from "
+                               f"{len(state[-1]) if isinstance(state[-1], list) else 'no'} stored objects")
+        elif not isinstance(state[-1], (bytes, bytearray, str)):  # str: a Python-2 pickle read as latin1
+            raise _Refused(f"an array of {dt} whose data is a {type(state[-1]).__name__}, not bytes")
+        _charge(n * dt.itemsize, f"an array {tuple(shape)} of {dt}")
+        super().__setstate__(state)
+
+
+class _RefusedCall:
+    """A global a data pickle may name but never call (``numpy.ndarray`` is only ``_reconstruct``'s argument)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise _Refused(f"a call of {self.name}(...), which allocates without data (NumPy's own pickles never call it)")
+
+
+_NDARRAY = _RefusedCall("numpy.ndarray")
+
+
 def _numpy_globals() -> dict[tuple[str, str], Any]:
-    """What NumPy's own pickles of arrays, dtypes and scalars name, under NumPy 1's and NumPy 2's module paths."""
+    """What NumPy's own pickles of arrays, dtypes and scalars name, under NumPy 1's and NumPy 2's module paths,
+    each guarded: arrays are made empty and filled only by data the file holds (see :class:`_GuardedArray`)."""
     try:
         from numpy._core import multiarray as ma, numeric as nu  # NumPy >= 2
     except ImportError:  # pragma: no cover - NumPy 1
         from numpy.core import multiarray as ma, numeric as nu  # type: ignore[no-redef]
-    out: dict[tuple[str, str], Any] = {("numpy", "ndarray"): np.ndarray, ("numpy", "dtype"): np.dtype}
+
+    def reconstruct(subtype: Any, shape: Any, dtype: Any) -> np.ndarray:
+        if subtype is not _NDARRAY:
+            raise _Refused(f"an array of type {getattr(subtype, 'name', subtype)!r}")
+        if tuple(shape) != (0,):  # NumPy writes (0,): the data come with the state, checked there
+            raise _Refused(f"an array preallocated with shape {tuple(shape)!r} before its data")
+        return ma._reconstruct(_GuardedArray, (0,), _plain_dtype(dtype, "an array"))
+
+    def scalar(dtype: Any, *data: Any) -> Any:
+        return ma.scalar(_plain_dtype(dtype, "a scalar"), *data)
+
+    def frombuffer(buf: Any, dtype: Any, shape: Any, order: str) -> np.ndarray:
+        dt = _plain_dtype(dtype, "an array")
+        _charge(len(memoryview(buf).cast("B")), f"an array {tuple(shape)} of {dt}")
+        return nu._frombuffer(buf, dt, shape, order)
+
+    out: dict[tuple[str, str], Any] = {("numpy", "ndarray"): _NDARRAY, ("numpy", "dtype"): np.dtype}
     for mod in ("numpy.core", "numpy._core"):
-        out[(f"{mod}.multiarray", "_reconstruct")] = ma._reconstruct
-        out[(f"{mod}.multiarray", "scalar")] = ma.scalar
+        out[(f"{mod}.multiarray", "_reconstruct")] = reconstruct
+        out[(f"{mod}.multiarray", "scalar")] = scalar
         if hasattr(nu, "_frombuffer"):
-            out[(f"{mod}.numeric", "_frombuffer")] = nu._frombuffer
+            out[(f"{mod}.numeric", "_frombuffer")] = frombuffer
     return out
+
+
+def _sized(kind: type) -> Callable[..., Any]:
+    """``bytes``/``bytearray`` as a pickle may call them (from text or bytes), never ``bytes(10**10)``."""
+    def make(*args: Any) -> Any:
+        if args and isinstance(args[0], int):
+            raise _Refused(f"a call of {kind.__name__}({args[0]}), which allocates without data")
+        return kind(*args)
+    return make
 
 
 # Every global a data pickle (miniImageNet, tieredImageNet, CIFAR-FS, FC100) may name: NumPy arrays, dtypes and
 # scalars, and the built-in containers and numbers that protocols 0-5 (and Python 2) refer to by name.
+# tests/data/test_readers.py pins this list: widening it is a decision, not an accident.
 _PICKLE_GLOBALS: dict[tuple[str, str], Any] = {
     **_numpy_globals(),
     **{(mod, t.__name__): t for mod in ("builtins", "__builtin__")
-       for t in (set, frozenset, bytearray, complex, int, float, bool, str, bytes, dict, list, tuple)},
+       for t in (set, frozenset, complex, int, float, bool, str, dict, list, tuple)},
+    **{(mod, t.__name__): _sized(t) for mod in ("builtins", "__builtin__") for t in (bytes, bytearray)},
     ("collections", "OrderedDict"): collections.OrderedDict,
     ("_codecs", "encode"): _latin1_encode,
 }
@@ -183,6 +284,10 @@ class _DataUnpickler(pickle.Unpickler):
     ``pickle.load`` calls whatever global a file names (``os.system``, ``subprocess.Popen``, ...), so a crafted
     file in a data folder would run code. The data-set pickles hold nothing but NumPy arrays and plain Python
     containers, strings, bytes and numbers, so nothing else is ever resolved, and nothing is imported.
+
+    Memory is bounded too: object arrays are refused, arrays are never preallocated from a declared shape, and
+    the array data built in one load may not exceed the file's own size (a legitimate pickle stores each array's
+    bytes once; a forged one reuses them through memo references, or declares a shape its bytes cannot fill).
     """
 
     def find_class(self, module: str, name: str) -> Any:
@@ -195,30 +300,103 @@ class _DataUnpickler(pickle.Unpickler):
         raise _RefusedGlobal("persistent_id", repr(pid)[:60])
 
 
+def _plain_arrays(obj: Any, seen: set[int] | None = None) -> Any:
+    """``obj`` with every :class:`_GuardedArray` replaced by a plain ``np.ndarray`` view (containers rebuilt)."""
+    seen = set() if seen is None else seen
+    if isinstance(obj, _GuardedArray):
+        plain = obj.view(np.ndarray)
+        if plain.dtype.hasobject and id(obj) not in seen:  # tieredImageNet: an object array of uint8 arrays
+            seen.add(id(obj))
+            flat = plain.reshape(-1)
+            for i in range(flat.size):
+                flat[i] = _plain_arrays(flat[i], seen)
+        return plain
+    if id(obj) in seen or not isinstance(obj, (dict, list, tuple)):
+        return obj
+    seen.add(id(obj))
+    if isinstance(obj, dict):
+        for k in list(obj):
+            obj[k] = _plain_arrays(obj[k], seen)
+        return obj
+    if isinstance(obj, list):
+        for i, v in enumerate(obj):
+            obj[i] = _plain_arrays(v, seen)
+        return obj
+    return tuple(_plain_arrays(v, seen) for v in obj)
+
+
 def load_pickle(path: Path, dataset: str, hint: str) -> Any:
     """Unpickle a data-set file safely (Python-2 pickles too, via ``encoding="latin1"``); failures are DataErrors.
 
     The file is read by :class:`_DataUnpickler`, which admits only NumPy arrays, dtypes and scalars, dicts,
     lists, tuples, sets, strings, bytes and numbers: a pickle naming anything else (a crafted file whose
-    ``__reduce__`` calls ``os.system``, say) is refused before any of it runs, with a message naming the file.
+    ``__reduce__`` calls ``os.system``, say) is refused before any of it runs, with a message naming the file;
+    object arrays and array data beyond the file's size are refused before they are allocated.
     """
     if not path.is_file():
         raise DataError(f"{dataset}: missing file {path.absolute()}; {hint}")
+    reader = f"the {dataset} reader"
+    size = path.stat().st_size
+    _LOAD.budget = [size + 4096, size]
     try:
         with open(path, "rb") as fh:
-            return _DataUnpickler(fh, encoding="latin1").load()
+            return _plain_arrays(_DataUnpickler(fh, encoding="latin1").load())
     except _RefusedGlobal as e:
         raise DataError(f"{dataset}: refused to load {path.absolute()}: it refers to {e.qualname}, which a {dataset} "
                         f"pickle never holds (the {dataset} files hold only NumPy arrays, dicts, lists, strings, bytes "
                         f"and numbers; loading it could run code). Replace it with the original file; {hint}") from None
+    except _Refused as e:
+        raise DataError(f"{dataset}: {reader} refused {path.absolute()}: it holds {e.why}, which a {dataset} file "
+                        f"never does. Replace it with the original file; {hint}") from None
     except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, IndexError, KeyError,
             TypeError, ValueError, UnicodeDecodeError, OverflowError, MemoryError) as e:
         raise DataError(f"{dataset}: {path.absolute()} is not a readable pickle ({type(e).__name__}: {e}); the file "
                         f"is corrupt or truncated: download it again") from e
+    finally:
+        _LOAD.budget = None
+
+
+def int_labels(value: Any, path: Path, dataset: str, what: str) -> np.ndarray:
+    """``[N]`` int64 labels from a file's ``value`` (a list or array of integers); DataError naming the file and
+    the reader otherwise (None, floats, strings, object arrays)."""
+    arr = value if isinstance(value, np.ndarray) else None
+    if arr is None and isinstance(value, (list, tuple)) and all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
+        arr = np.asarray(value, dtype=np.int64)
+    if arr is None or not (np.issubdtype(arr.dtype, np.integer) and arr.dtype != np.bool_):
+        got = type(value).__name__ if arr is None else f"an array of {arr.dtype}"
+        raise DataError(f"{dataset}: the {dataset} reader found {what} in {path.absolute()} to be {got}, not a list "
+                        f"of integer class ids; the file is not in the {dataset} format: download it again")
+    return arr.astype(np.int64).reshape(-1)
+
+
+def check_hwc_uint8(value: Any, path: Path, dataset: str, what: str) -> np.ndarray:
+    """``value`` as a uint8 ``[N, H, W, 3]`` array; DataError naming the file and the reader otherwise."""
+    if not isinstance(value, np.ndarray) or value.dtype != np.uint8 or value.ndim != 4 or value.shape[-1] != 3:
+        got = (f"an array of {value.dtype} with shape {value.shape}" if isinstance(value, np.ndarray)
+               else type(value).__name__)
+        raise DataError(f"{dataset}: the {dataset} reader expected {what} in {path.absolute()} to be uint8 images "
+                        f"[N, H, W, 3], got {got}; the file is not in the {dataset} format: download it again")
+    return value
 
 
 def _default_workers() -> int:
     return max(1, min(16, (os.cpu_count() or 1) + 2))
+
+
+_SIXTEEN_BIT = ("I;16", "I;16L", "I;16B", "I;16N")
+
+
+def to_8bit(img: Image.Image) -> Image.Image:
+    """A 16-bit (``I;16*``, or ``I`` as PIL opens 16-bit PNGs) grey image scaled to 8-bit ``L``:
+    ``round(v * 255 / 65535)``, so grey 40000/65535 becomes 156, not white (PIL's ``convert`` clips at 255).
+    Other modes (8-bit, palette, CMYK, LA, RGBA...) are returned as they are for ``convert``."""
+    if img.mode not in (*_SIXTEEN_BIT, "I"):
+        return img
+    v = np.asarray(img).astype(np.int64)
+    if img.mode == "I" and img.format not in ("PNG", None) and v.max(initial=0) <= 255:
+        return Image.fromarray(v.clip(0, 255).astype(np.uint8), "L")  # an 8-bit image stored as 32-bit ints
+    return Image.fromarray(((v.clip(0, 65535) * 255 + 32767) // 65535).astype(np.uint8), "L")
 
 
 def decode_images(sources: Sequence[bytes | Path], size: int, mode: str = "RGB", invert: bool = False,
@@ -229,7 +407,8 @@ def decode_images(sources: Sequence[bytes | Path], size: int, mode: str = "RGB",
         sources: ``N`` file paths or encoded image bytes (PNG, JPEG, ...).
         size: output side; every image is resized straight to ``size x size`` (bilinear, antialiased when
             shrinking) unless it already has that size.
-        mode: ``"RGB"`` (3 channels; grayscale and RGBA inputs are converted) or ``"L"`` (1 channel).
+        mode: ``"RGB"`` (3 channels; grayscale, palette, CMYK, LA and RGBA inputs are converted, alpha dropped;
+            16-bit grey is scaled to 8 bits by :func:`to_8bit`, not clipped) or ``"L"`` (1 channel).
         invert: store ``255 - pixel`` (used for Omniglot: ink 255 on background 0).
         names: ``N`` names for error messages (defaults to the paths).
         workers: thread-pool size (PIL releases the GIL while decoding, so threads scale).
@@ -248,7 +427,7 @@ def decode_images(sources: Sequence[bytes | Path], size: int, mode: str = "RGB",
         try:
             with Image.open(io.BytesIO(src) if isinstance(src, (bytes, bytearray, memoryview)) else src) as img:
                 img.draft(mode, (size, size))  # JPEG only: decode at a reduced DCT scale >= size
-                img = img.convert(mode)
+                img = to_8bit(img).convert(mode)
                 if invert:
                     img = Image.fromarray(255 - np.asarray(img))
                 if img.size != (size, size):
@@ -726,11 +905,14 @@ def _mini_from_pickles(root: Path, pkls: list[Path], size: int, cache: bool) -> 
                 keys = sorted(map(str, obj)) if isinstance(obj, dict) else type(obj).__name__
                 raise DataError(f"mini_imagenet: {p} should hold a dict with 'image_data' and 'class_dict', got "
                                 f"{keys}; download the miniImageNet pickles again")
-            data = np.asarray(obj["image_data"])
-            n = data.shape[0] if data.ndim else 0
+            data = check_hwc_uint8(obj["image_data"], p, "mini_imagenet", "'image_data'")
+            n = data.shape[0]
+            if not isinstance(obj["class_dict"], dict):
+                raise DataError(f"mini_imagenet: the mini_imagenet reader expected 'class_dict' in {p.absolute()} to "
+                                f"be a dict, got {type(obj['class_dict']).__name__}; download the file again")
             names, idx = [], []
-            for wnid in sorted(obj["class_dict"]):
-                ids = np.asarray(obj["class_dict"][wnid], dtype=np.int64).reshape(-1)
+            for wnid in sorted(obj["class_dict"], key=str):
+                ids = int_labels(obj["class_dict"][wnid], p, "mini_imagenet", f"the image ids of class {wnid}")
                 if ids.size == 0:
                     raise DataError(f"mini_imagenet: class {wnid} in {p} lists no images; download the file again")
                 if ids.min() < 0 or ids.max() >= n:
@@ -817,9 +999,15 @@ def load_tiered_imagenet(root: str | os.PathLike, size: int = 84, cache: bool = 
             if not isinstance(labels, dict) or not {"label_specific", "label_general"} <= set(labels):
                 raise DataError(f"tiered_imagenet: {lab_p} should hold a dict with 'label_specific' and "
                                 f"'label_general'; download the labels file again")
-            spec = np.asarray(labels["label_specific"], dtype=np.int64).reshape(-1)
-            gen = np.asarray(labels["label_general"], dtype=np.int64).reshape(-1)
+            spec = int_labels(labels["label_specific"], lab_p, "tiered_imagenet", "'label_specific'")
+            gen = int_labels(labels["label_general"], lab_p, "tiered_imagenet", "'label_general'")
             raw = load_pickle(img_p, "tiered_imagenet", _TIERED_HINT)
+            if not isinstance(raw, (list, tuple, np.ndarray)) or any(
+                    not isinstance(b, (bytes, np.ndarray)) or (isinstance(b, np.ndarray) and b.dtype != np.uint8)
+                    for b in (raw if not (isinstance(raw, np.ndarray) and raw.ndim == 4) else [])):
+                raise DataError(f"tiered_imagenet: the tiered_imagenet reader expected {img_p.absolute()} to hold a "
+                                f"list of PNG-encoded images (bytes or uint8 arrays) or uint8 images [N, H, W, 3], got "
+                                f"{type(raw).__name__}; download the file again")
             n = len(raw)
             if not (n == len(spec) == len(gen)):
                 raise DataError(f"tiered_imagenet: {img_p} holds {n} images but {lab_p} holds {len(spec)} specific "
@@ -877,11 +1065,8 @@ def _load_cifar_like(root: str | os.PathLike, size: int, cache: bool, prefix: st
                 obj = {(k.decode("latin1") if isinstance(k, bytes) else k): v for k, v in obj.items()}
             if not isinstance(obj, dict) or "data" not in obj or "labels" not in obj:
                 raise DataError(f"{dataset}: {p} should hold a dict with 'data' and 'labels'; download it again")
-            data = np.asarray(obj["data"])
-            try:
-                labels = np.asarray(obj["labels"], dtype=np.int64).reshape(-1)
-            except (TypeError, ValueError) as e:
-                raise DataError(f"{dataset}: {p} has non-integer labels ({e}); download it again") from e
+            data = check_hwc_uint8(obj["data"], p, dataset, "'data'")
+            labels = int_labels(obj["labels"], p, dataset, "'labels'")
             if data.ndim != 4 or data.shape[0] != labels.shape[0]:
                 raise DataError(f"{dataset}: {p} holds {data.shape[0] if data.ndim else 0} images but {labels.shape[0]} labels "
                                 f"(label/data length mismatch); download it again")
@@ -1055,6 +1240,19 @@ def _describe_folder(folder: Path, limit: int = 8) -> str:
     return (", ".join(shown) + (f", ... ({len(items)} entries)" if len(items) > limit else "")) or "nothing"
 
 
+def _safe_members(path: Path, names: list[str]) -> list[str]:
+    """The members of a zip without ``..`` parts or an absolute path; each stray one is skipped with a warning."""
+    safe = []
+    for n in names:
+        parts = n.replace("\\", "/").split("/")
+        if n.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
+            warnings.warn(f"omniglot: skipping the member {n!r} of {path}: it points outside the archive's folder "
+                          f"(the rest of the archive is read)", stacklevel=3)
+            continue
+        safe.append(n)
+    return safe
+
+
 def _zip_top(path: Path, strict: bool) -> str | None:
     """The single top folder of a zip, or None. ``strict``: an unreadable zip is a DataError, else skipped."""
     try:
@@ -1064,6 +1262,7 @@ def _zip_top(path: Path, strict: bool) -> str | None:
         if strict:
             raise DataError(f"omniglot: {path} is not a readable zip ({e}); download it again") from e
         return None
+    names = _safe_members(path, names)
     tops = {n.split("/", 1)[0] for n in names if n and not n.startswith("__MACOSX")}
     return tops.pop() if len(tops) == 1 else None
 
@@ -1120,7 +1319,9 @@ def _list_omniglot_source(src: _OmniSource) -> dict[tuple[str, str], list[str]]:
     alphabets: set[str] = set()
     if src.is_zip:
         with zipfile.ZipFile(src.path) as zf:
-            names = zf.namelist()
+            with warnings.catch_warnings():  # warned once already, by _zip_top
+                warnings.simplefilter("ignore")
+                names = _safe_members(src.path, zf.namelist())
         for name in names:
             parts = name.split("/")
             if parts[0] != src.top or len(parts) < 3:

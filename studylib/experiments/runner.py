@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
+import sys
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -443,12 +445,62 @@ def stored_outcome(spec: RunSpec, store: RunStore | None = None) -> Outcome | No
         ev_run.read_bytes(ACCURACIES)
         return Outcome(spec, run, ev_run.result(), ev_run)
     except RunFileError as e:
-        warnings.warn(f"evaluating again: {e}", stacklevel=3)
+        # Nothing to delete: the evaluation is computed again from the weights and overwrites the damaged file.
+        warnings.warn(f"evaluating again: {e.path}: {e.problem}", stacklevel=3)
         return None
 
 
+class RunBusy(RuntimeError):
+    """Another live process holds the run's lock (it is training this run) and waiting was not allowed."""
+
+
+NO_WAIT_ENV = "STUDYLIB_NO_WAIT"  # "1": run_spec fails instead of waiting for a run another process trains
+LOCK_POLL = 1.0  # seconds between looks at a busy run's lock
+
+
+def _no_wait(no_wait: bool | None) -> bool:
+    if no_wait is not None:
+        return bool(no_wait)
+    return os.environ.get(NO_WAIT_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def take_run_lock(lock: "RunLock", run: Run, no_wait: bool, poll: float | None = None) -> bool:
+    """Take ``run``'s lock, waiting (polling every ``poll`` s) while another live process holds it.
+
+    One message (stderr) names the holder (host, pid, notebook) when the wait starts; a stale lock (dead owner,
+    no heartbeat for ``lock.stale_after`` s) is taken over by :meth:`RunLock.acquire`.
+
+    Returns:
+        True when this call took the lock (the caller releases it); False when this process already holds it
+        (a Ray task took it before calling :func:`run_spec`).
+
+    Raises:
+        RunBusy: ``no_wait`` and a live holder, named with the way to wait instead.
+    """
+    from studylib.training.runlock import describe_owner
+    poll = LOCK_POLL if poll is None else poll
+    announced = False
+    while True:
+        if lock.acquire():
+            return True
+        info = lock.owner()
+        if info is None:  # released between the two looks
+            continue
+        if lock.held_by_this_process(info):
+            return False
+        if no_wait:
+            raise RunBusy(f"run {run.path.name} is being trained by another process ({describe_owner(info)}; lock "
+                          f"{lock.path}). Wait for it (no_wait=False, unset {NO_WAIT_ENV}) to reuse its result, or "
+                          f"stop that process; a dead owner's lock is taken over automatically")
+        if not announced:
+            print(f"studylib: waiting for run {run.path.name}: another process trains it ({describe_owner(info)}); "
+                  f"its result will be reused", file=sys.stderr, flush=True)
+            announced = True
+        time.sleep(poll)
+
+
 def run_spec(spec: RunSpec, store: RunStore | None = None, stop_after: int | None = None,
-             progress: bool | None = None) -> Outcome:
+             progress: bool | None = None, no_wait: bool | None = None) -> Outcome:
     """Train and evaluate ``spec``, reusing what the run store already holds.
 
     The trained weights are reused when the training configuration was trained before (whatever the
@@ -456,35 +508,49 @@ def run_spec(spec: RunSpec, store: RunStore | None = None, stop_after: int | Non
     evaluation result is computed again from the weights (with a warning). Every parameter is checked against
     the data before training (:func:`check_protocol`).
 
+    One trainer per run: the run's lock (``<store>/.locks/<run folder>.json``) is taken before training and held
+    through the evaluation. When another live process holds it, this call waits for it (one message naming the
+    holder), then finds the run finished and reuses it.
+
     Args:
         spec: the configuration.
         store: the run store (default ``<repo>/.cache/runs`` or ``$STUDYLIB_CACHE/runs``).
         stop_after: test hook, see :func:`studylib.training.loop.train`.
         progress: show the training bar (text, :mod:`studylib.progress`); None: on unless
             ``STUDYLIB_PROGRESS=0``.
+        no_wait: raise :class:`RunBusy` instead of waiting for another process's run; None: ``$STUDYLIB_NO_WAIT``.
     """
-    from studylib.evaluation import evaluate
     spec.check()
     store = store or RunStore()
     run = store.run(spec.name, spec.config())
-    ev_run = run.child("eval", spec.eval_config())
     done = stored_outcome(spec, store)
     if done is not None:
         return done
     dataset = spec.data.load()
     check_protocol(spec, dataset)
+    # The run's lock: one trainer per run, and "running" for ./study results.
+    lock = run_lock(store, run) if distributed.is_main() else None
+    took = lock is not None and take_run_lock(lock, run, _no_wait(no_wait))
+    try:
+        if took:
+            done = stored_outcome(spec, store)  # finished by the process we waited for
+            if done is not None:
+                return done
+        return _train_and_evaluate(spec, store, run, dataset, stop_after, progress)
+    finally:
+        if took:
+            lock.release()
+
+
+def _train_and_evaluate(spec: RunSpec, store: RunStore, run: Run, dataset: FewShotDataset, stop_after: int | None,
+                        progress: bool | None) -> Outcome:
+    from studylib.evaluation import evaluate
+    ev_run = run.child("eval", spec.eval_config())
     method, transform = build_parts(spec, dataset)
     device = get_device(spec.train.device)
     spec.train.progress = progress_display.resolve(progress)
     validate = make_validator(spec, dataset, transform, device)
-    # The run's lock says "running" to ./study results (a Ray sweep's task already holds it: then it stays theirs).
-    lock = run_lock(store, run) if distributed.is_main() else None
-    took = lock is not None and lock.acquire()
-    try:
-        train(method, dataset["train"], spec.train, run, validate=validate, stop_after=stop_after)
-    finally:
-        if took:
-            lock.release()
+    train(method, dataset["train"], spec.train, run, validate=validate, stop_after=stop_after)
     if not distributed.is_main():  # [dist] under torchrun rank 0 evaluates and writes the result; the others wait
         distributed.barrier()
         return Outcome(spec, run, ev_run.result(), ev_run)

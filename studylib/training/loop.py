@@ -42,7 +42,7 @@ from studylib.data.samplers import (Batch, EpisodicSampler, FixedCompositionSamp
                                     ShuffledSampler)
 from studylib.methods.base import Method
 from studylib.training import distributed
-from studylib.training.runstore import CHECKPOINT, PREVIOUS, TENSORBOARD, WEIGHTS, Run, provenance
+from studylib.training.runstore import CHECKPOINT, PREVIOUS, TENSORBOARD, WEIGHTS, Run, RunFileError, provenance
 from studylib.utils import DiskFullError, apply_threads, get_device, kill_point
 
 apply_threads()  # torch CPU threads from STUDYLIB_THREADS (default 1; studylib.utils.configured_threads)
@@ -349,7 +349,13 @@ def _train(method: Method, train_split: ImageSplit, cfg: TrainConfig, run: Run,
         pos.seconds = float(state.get("seconds", 0.0))
         pos.inexact = list(state.get("inexact", [])) + pos.inexact
         _set_rng_state(state["rng"], device)
-        run.set_metrics([r for r in run.metrics if r.get("step", 0) <= pos.global_step])
+        try:
+            rows = run.metrics
+        except RunFileError as e:
+            if e.kind not in ("damaged", "sidecar"):
+                raise
+            rows = run.salvage_metrics(pos.global_step)  # the checkpoint is what resuming needs: heal the log
+        run.set_metrics([r for r in rows if r.get("step", 0) <= pos.global_step])
     else:
         run.set_metrics([])
     loss_of = distributed.prepare(method, device)  # [dist] method.loss, or DDP over sharded backbones

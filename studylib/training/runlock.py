@@ -46,6 +46,18 @@ def _pid_alive(pid: int) -> bool:
         return True
 
 
+_HELD_HERE: set[str] = set()  # tokens of the locks this process holds (a Ray task's lock, then its run_spec)
+
+
+def describe_owner(info: dict[str, Any]) -> str:
+    """``host H, pid P, notebook N (heartbeat 3 s ago)`` of a lock file's content (:meth:`RunLock.owner`)."""
+    parts = [f"host {info.get('host', '?')}", f"pid {info.get('pid', '?')}"]
+    if info.get("notebook"):
+        parts.append(f"notebook {info['notebook']}")
+    age = info.get("age")
+    return ", ".join(parts) + (f" (heartbeat {age:.0f} s ago)" if isinstance(age, (int, float)) else "")
+
+
 class RunLock:
     """The lock file at ``path``.
 
@@ -89,6 +101,12 @@ class RunLock:
             return not _pid_alive(info["pid"])
         return False
 
+    def held_by_this_process(self, info: dict[str, Any] | None = None) -> bool:
+        """Whether the lock file belongs to a lock object of this process (this one or another, e.g. the Ray
+        task that calls :func:`studylib.experiments.runner.run_spec` while holding the run's lock)."""
+        info = self.owner() if info is None else info
+        return info is not None and info.get("token") in _HELD_HERE
+
     def busy(self) -> bool:
         """Held by someone alive (not us)."""
         info = self.owner()
@@ -115,6 +133,7 @@ class RunLock:
                 fh.flush()
                 os.fsync(fh.fileno())
             self.held, self.lost = True, False
+            _HELD_HERE.add(self.token)
             self._stop.clear()
             self._thread = threading.Thread(target=self._beat, name=f"runlock-{self.path.name}", daemon=True)
             self._thread.start()
@@ -163,6 +182,7 @@ class RunLock:
         if info is not None and info.get("token") == self.token:
             self.path.unlink(missing_ok=True)
         self.held = False
+        _HELD_HERE.discard(self.token)
 
     def __enter__(self) -> "RunLock":
         if not self.acquire():
@@ -173,4 +193,4 @@ class RunLock:
         self.release()
 
 
-__all__ = ["RunLock"]
+__all__ = ["RunLock", "describe_owner"]

@@ -30,6 +30,7 @@ import io
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import warnings
@@ -55,20 +56,36 @@ _DIGESTS_KEPT = 3  # digests a sidecar lists: the new one and those of the conte
 class RunFileError(RuntimeError):
     """A run-store file is damaged (checksum mismatch, truncated, unparsable); the message names it and the fix."""
 
-    def __init__(self, path: Path, problem: str, fix: str) -> None:
+    def __init__(self, path: Path, problem: str, fix: str, kind: str = "damaged") -> None:
         super().__init__(f"{path}: {problem}. {fix}" if fix else f"{path}: {problem}")
         self.path, self.problem, self.fix = path, problem, fix
+        self.kind = kind  # "damaged", "unchecked" (no sidecar: older format), "sidecar" (the sidecar is damaged)
 
 
 def _sidecar(path: Path) -> Path:
     return path.with_name(f".{path.name}.sha256")
 
 
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
 def _digests(path: Path) -> list[str]:
+    """The digests a sidecar lists; [] when it is missing or damaged (see :func:`_sidecar_state`)."""
     try:
-        return [line.strip() for line in _sidecar(path).read_text().splitlines() if line.strip()]
+        lines = [line.strip() for line in _sidecar(path).read_text().splitlines() if line.strip()]
     except (OSError, UnicodeDecodeError):
         return []
+    return lines if lines and all(_HEX64.fullmatch(x) for x in lines) else []
+
+
+def _sidecar_state(path: Path) -> str:
+    """``ok``, ``missing`` (no sidecar: a run of the previous format) or ``damaged`` (not lines of SHA-256)."""
+    if not _sidecar(path).exists():
+        return "missing"
+    return "ok" if _digests(path) else "damaged"
+
+
+ADOPT = "python -m studylib.training.runstore adopt"  # the command that gives a run of an older format checksums
 
 
 def _write_verified(path: Path, data: bytes, keep: list[str] | None = None) -> None:
@@ -92,8 +109,14 @@ def _read_verified(path: Path, fix: str) -> bytes:
         raise RunFileError(path, "is missing", fix) from None
     digests = _digests(path)
     if not digests:
-        raise RunFileError(path, f"has no checksum ({_sidecar(path).name} is missing or unreadable), so it cannot "
-                                 f"be trusted", fix)
+        state = _sidecar_state(path)
+        if state == "damaged":
+            raise RunFileError(_sidecar(path), f"the checksum sidecar of {path.name} is damaged (not a list of "
+                                               f"SHA-256 digests); {path.name} itself may be intact",
+                               f"Check it and write a new sidecar with: {ADOPT} '{path.parent}'", kind="sidecar")
+        raise RunFileError(path, f"has no checksum ({_sidecar(path).name} is missing: written by an older version "
+                                 f"of studylib), so it cannot be trusted yet",
+                           f"Verify the run and give it checksums with: {ADOPT} '{path.parent}'", kind="unchecked")
     if hashlib.sha256(data).hexdigest() not in digests:
         what = "is empty" if not data else f"is damaged ({len(data)} bytes that do not match the stored SHA-256)"
         raise RunFileError(path, what, fix)
@@ -112,6 +135,77 @@ def _load_json(data: bytes, path: Path, fix: str) -> Any:
         return json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise RunFileError(path, f"is not valid JSON ({e})", fix) from e
+
+
+def _check_content(path: Path, data: bytes) -> str | None:
+    """Why ``path``'s bytes cannot be trusted without a checksum, or None when they load as their format does
+    (``.pt``: ``torch.load(weights_only=True)``, so a pickled payload is refused; ``.json``/``.jsonl``: JSON)."""
+    try:
+        if path.suffix == ".pt":
+            torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        elif path.suffix == ".json":
+            json.loads(data.decode("utf-8"))
+        elif path.suffix == ".jsonl":
+            for line in data.decode("utf-8").splitlines():
+                if line:
+                    json.loads(line)
+        else:
+            return "a kind of file studylib does not write, so it cannot be checked"
+    except Exception as e:  # noqa: BLE001 (any failure to load is the answer)
+        return f"does not load ({type(e).__name__}: {str(e)[:200]})"
+    return None
+
+
+def adopt(folder: str | Path, config: dict[str, Any] | None = None, trust: bool = False) -> list[Path]:
+    """Give a run folder written without checksum sidecars (studylib before checksums) its sidecars.
+
+    Verified another way first: ``config.json`` parses and hashes to the hash in the folder's name (and equals
+    ``config`` when given), and every file without a sidecar loads as its format does (:func:`_check_content`:
+    checkpoints and weights ``weights_only=True``). The same for its ``eval-<hash>/`` sub-folders. Files that
+    have a valid sidecar are left alone (a mismatch there is damage, reported by the readers).
+
+    Args:
+        folder: the run folder.
+        config: the configuration the caller expects the run to have (None: not compared).
+        trust: write the sidecars even when the checks fail (the person running it vouches for the files).
+
+    Returns:
+        The files that got a sidecar.
+
+    Raises:
+        RunFileError: (``kind="unverifiable"``) naming what failed and the command that adopts it anyway.
+    """
+    folder = Path(folder)
+    problems: list[str] = []
+    todo: list[tuple[Path, bytes]] = []
+    for sub in [folder, *sorted(p for p in folder.glob("eval-*") if p.is_dir())]:
+        want = sub.name.rsplit("-", 1)[-1]
+        rel = (sub / CONFIG).relative_to(folder)
+        try:
+            cfg = json.loads((sub / CONFIG).read_text(encoding="utf-8"))
+            got = config_hash(cfg, len(want))
+            if got != want:
+                problems.append(f"{rel} hashes to {got}, not to the {want} its folder is named by")
+            elif sub == folder and config and cfg != json.loads(json_text(config)):
+                problems.append(f"{CONFIG} differs from the configuration asked for")
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            problems.append(f"{rel} cannot be read ({type(e).__name__})")
+        for f in sorted(sub.iterdir()):
+            if not f.is_file() or f.name.startswith(".") or _sidecar_state(f) == "ok":
+                continue
+            data = f.read_bytes()
+            why = _check_content(f, data)
+            if why:
+                problems.append(f"{f.relative_to(folder)}: {why}")
+            todo.append((f, data))
+    if problems and not trust:
+        raise RunFileError(folder, "has files without valid checksums that cannot be verified another way: "
+                                   + "; ".join(problems),
+                           f"If you trust these files, adopt the run as it is: {ADOPT} --trust '{folder}'",
+                           kind="unverifiable")
+    for f, data in todo:
+        _write_digests(f, [hashlib.sha256(data).hexdigest()])
+    return [f for f, _ in todo]
 
 
 class Run:
@@ -137,6 +231,11 @@ class Run:
         self.path.mkdir(parents=True, exist_ok=True)
         remove_stale_temp_files(self.path)
         cfg = self.path / CONFIG
+        if cfg.exists() and _sidecar_state(cfg) == "missing":  # a run of the previous format: adopt it first
+            try:
+                self.adopt()
+            except RunFileError:
+                pass  # config.json is rewritten below; the other files are checked when they are read
         try:
             if _load_json(_read_verified(cfg, ""), cfg, "") != json.loads(json_text(self.config)):
                 raise RunFileError(cfg, "differs from the configuration", "")
@@ -165,7 +264,21 @@ class Run:
         _write_verified(self.path / name, data)
 
     def read_bytes(self, name: str, fix: str | None = None) -> bytes:
+        try:
+            return _read_verified(self.path / name, fix or self._fix(name))
+        except RunFileError as e:
+            if e.kind != "unchecked":
+                raise
+        self.adopt()
         return _read_verified(self.path / name, fix or self._fix(name))
+
+    def adopt(self) -> None:
+        """Verify a run of the previous format (no checksums) and give it sidecars, with a one-line notice
+        (:func:`adopt`); raises :class:`RunFileError` naming the adopt command when it cannot be verified."""
+        done = adopt(self.path, self.config or None)
+        if done:
+            warnings.warn(f"{self.path.name}: run of an older format without checksums; its configuration hash and "
+                          f"{len(done)} file(s) verified (weights load weights-only), checksums written", stacklevel=3)
 
     def has(self, name: str) -> bool:
         return (self.path / name).exists()
@@ -239,6 +352,8 @@ class Run:
             return None
         fix = (f"Delete the checkpoints to train this run from the start (rm -f '{cur}' '{prev}'), or the whole "
                f"run: rm -r '{self.path}'")
+        if any(p.exists() and _sidecar_state(p) == "missing" for p in (cur, prev)):
+            self.adopt()  # an interrupted run of the previous format
         problems = []
         for path in (cur, prev):
             if not path.exists():
@@ -264,13 +379,39 @@ class Run:
     def metrics(self) -> list[dict[str, Any]]:
         if self._metrics is None:
             if self.has(METRICS):
-                fix = (f"The metrics log cannot be rebuilt without training again: delete the run folder "
-                       f"(rm -r '{self.path}') to retrain it")
+                fix = ("The weights and results do not depend on it (an interrupted run rebuilds it from its "
+                       "checkpoint when it resumes); the curve of a finished run comes back only by training it "
+                       "again, e.g. in another store (STUDYLIB_CACHE=/tmp/elsewhere)")
                 text = self.read_bytes(METRICS, fix).decode("utf-8")
                 self._metrics = [json.loads(line) for line in text.splitlines() if line]
             else:
                 self._metrics = []
         return self._metrics
+
+    def salvage_metrics(self, up_to_step: int) -> list[dict[str, Any]]:
+        """The readable rows of a damaged metrics log up to ``up_to_step`` (the checkpoint training resumes
+        from), with a one-line warning; the caller rewrites the log from them (with a fresh checksum)."""
+        path = self.path / METRICS
+        try:
+            text = path.read_bytes().decode("utf-8", errors="replace")
+        except OSError:
+            text = ""
+        rows, bad = [], 0
+        for line in text.splitlines():
+            try:
+                row = json.loads(line) if line.strip() else None
+            except json.JSONDecodeError:
+                row = None
+            if isinstance(row, dict) and isinstance(row.get("step", 0), int):
+                if row.get("step", 0) <= up_to_step:
+                    rows.append(row)
+            elif line.strip():
+                bad += 1
+        warnings.warn(f"{path} was damaged (it does not match its checksum): rebuilt from its {len(rows)} readable "
+                      f"row(s) up to the checkpoint's step {up_to_step} ({bad} unreadable line(s) dropped); training "
+                      f"resumes from the checkpoint, the weights are not affected", stacklevel=3)
+        self._metrics = rows
+        return rows
 
     def set_metrics(self, rows: list[dict[str, Any]]) -> None:
         self._metrics = list(rows)
@@ -364,7 +505,7 @@ class RunStore:
     def runs(self) -> list[Run]:
         out = []
         for p in sorted(self.root.iterdir()) if self.root.is_dir() else []:
-            if (p / CONFIG).exists():
+            if not p.name.startswith(".") and (p / CONFIG).exists():  # never .locks/
                 try:
                     config = _load_json(_read_verified(p / CONFIG, ""), p / CONFIG, "")
                 except RunFileError:
@@ -404,5 +545,32 @@ def _try_json(path: Path) -> Any:
         return None
 
 
-__all__ = ["Run", "RunStore", "RunInfo", "RunFileError", "provenance", "git_commit", "CHECKPOINT", "PREVIOUS",
+__all__ = ["Run", "RunStore", "adopt", "RunInfo", "RunFileError", "provenance", "git_commit", "CHECKPOINT", "PREVIOUS",
            "METRICS", "RESULT", "WEIGHTS", "CONFIG", "TENSORBOARD"]
+
+
+def main(argv: list[str]) -> int:
+    """``python -m studylib.training.runstore adopt [--trust] RUN_FOLDER...`` (see :func:`adopt`)."""
+    import sys
+    args = [a for a in argv[1:] if a != "--trust"]
+    if not argv or argv[0] != "adopt" or not args:
+        print(f"usage: {ADOPT} [--trust] RUN_FOLDER...", file=sys.stderr)
+        return 2
+    failed = 0
+    for folder in args:
+        if not (Path(folder) / CONFIG).is_file():
+            print(f"error: {folder} is not a run folder (no {CONFIG}); ./study results lists the runs", file=sys.stderr)
+            failed = 1
+            continue
+        try:
+            done = adopt(folder, trust="--trust" in argv)
+            print(f"{folder}: checksums written for {len(done)} file(s)" if done else f"{folder}: nothing to adopt")
+        except RunFileError as e:
+            print(f"error: {e}", file=sys.stderr)
+            failed = 1
+    return failed
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(main(sys.argv[1:]))

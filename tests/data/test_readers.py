@@ -12,6 +12,7 @@ import csv
 import io
 import os
 import pickle
+import re
 import struct
 import zipfile
 from pathlib import Path
@@ -847,3 +848,170 @@ def test_folder_layout_errors_name_the_rule_to_use(tmp_path):
         R.load_image_folder(tmp_path / "flat", split="random")
     with pytest.raises(ValueError, match=r"unknown split 'vinyals'; allowed: given, random, alphabet"):
         R.load_image_folder(tmp_path / "flat", split="vinyals")
+
+
+# ------------------------------------------------------------------------- bounded loaders (issue 21)
+
+BOMBS = r'''
+import json, pickle, resource, sys, tracemalloc
+import numpy as np
+from studylib.data import readers as R
+from studylib.data.base import DataError
+try:
+    from numpy._core.multiarray import _reconstruct
+except ImportError:
+    from numpy.core.multiarray import _reconstruct
+
+class Prealloc:  # a 124-ish-byte file that asks NumPy for 2e8 cells before any data
+    def __reduce__(self):
+        return (_reconstruct, (np.ndarray, (200_000_000,), np.dtype(object)))
+
+class Filled:  # an empty array, then BUILD with a forged state
+    def __init__(self, state):
+        self.state = state
+    def __reduce__(self):
+        return (_reconstruct, (np.ndarray, (0,), b"b"), self.state)
+
+big = bytes(1 << 20)
+cases = {
+    "prealloc": Prealloc(),
+    "object_build": Filled((1, (200_000_000,), np.dtype(object), False, [None])),
+    "memo": [Filled((1, (1 << 20,), np.dtype(np.uint8), False, big)) for _ in range(900)],  # ~1 MB file, 0.9 GB
+    "bytes_call": None,  # written by hand below
+}
+vm = int(next(l for l in open("/proc/self/status") if l.startswith("VmSize")).split()[1]) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (vm + (400 << 20), resource.RLIM_INFINITY))  # 400 MB more at most
+out = {}
+for name, obj in cases.items():
+    path = f"{sys.argv[1]}/{name}.pkl"
+    blob = pickle.dumps(obj, protocol=2)
+    if name == "bytes_call":
+        blob = b"\x80\x02cbuiltins\nbytearray\n\x8a\x05\x00\xe4\x0bT\x02\x85R."  # bytearray(10**10)
+    open(path, "wb").write(blob)
+    tracemalloc.start()
+    try:
+        R.load_pickle(__import__("pathlib").Path(path), "mini_imagenet", "hint")
+        out[name] = ["loaded", len(blob), 0]
+    except DataError as e:
+        out[name] = [str(e), len(blob), tracemalloc.get_traced_memory()[1]]
+    except MemoryError as e:
+        out[name] = ["MemoryError", len(blob), 0]
+    tracemalloc.stop()
+print(json.dumps(out))
+'''
+
+
+def test_crafted_pickles_are_refused_before_allocating(tmp_path):
+    """Before: a small file made the loader allocate 1.6 GB (2e8 object cells) or 0.9 GB (one 1 MB buffer
+    built into 900 arrays through memo references). Run under an address-space limit of +400 MB."""
+    import json
+    import subprocess
+    import sys
+    script = tmp_path / "bombs.py"
+    script.write_text(BOMBS)
+    run = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["prealloc"][1] < 200 and out["memo"][1] < 1.2e6
+    expect = {"prealloc": r"preallocated with shape \(200000000,\)",
+              "object_build": r"object array of 200,000,000 cells filled from 1 stored objects",
+              "memo": r"declares 1,048,576 bytes of array data, more than the file's [\d,]+ bytes can hold",
+              "bytes_call": r"a call of bytearray\(10000000000\)"}
+    for name, pattern in expect.items():
+        message, _, peak = out[name]
+        assert re.search(rf"mini_imagenet: the mini_imagenet reader refused {tmp_path}/{name}.pkl: it holds "
+                         rf".*{pattern}", message), (name, message)
+        assert peak < 8 * 2**20, (name, peak)  # refused before allocating (tracemalloc peak)
+
+
+def test_unpickler_allow_list_is_pinned(tmp_path):
+    """Adding a global (say builtins.getattr) to the allow-list must be a visible decision: this list changes."""
+    expected = {("numpy", "ndarray"), ("numpy", "dtype"), ("collections", "OrderedDict"), ("_codecs", "encode")}
+    expected |= {(f"{m}.multiarray", f) for m in ("numpy.core", "numpy._core") for f in ("_reconstruct", "scalar")}
+    expected |= {(f"{m}.numeric", "_frombuffer") for m in ("numpy.core", "numpy._core")}
+    expected |= {(m, t) for m in ("builtins", "__builtin__") for t in ("set", "frozenset", "bytearray", "complex",
+                                                                      "int", "float", "bool", "str", "bytes", "dict",
+                                                                      "list", "tuple")}
+    assert set(R._PICKLE_GLOBALS) == expected
+    # getattr would reach any attribute (e.g. os.system through a module object): refused, naming it
+    blob = b"\x80\x02cbuiltins\ngetattr\ncbuiltins\nstr\nX\x04\x00\x00\x00joinq\x00\x86R."
+    (tmp_path / "g.pkl").write_bytes(blob)
+    with pytest.raises(DataError, match=r"refused to load .*g.pkl: it refers to builtins.getattr"):
+        R.load_pickle(tmp_path / "g.pkl", "cifar_fs", "hint")
+
+
+def test_tiered_labels_holding_none_name_the_file_and_reader(tmp_path):
+    """Before: a bare TypeError naming neither."""
+    write_tiered(tmp_path)
+    with open(tmp_path / "train_labels.pkl", "wb") as fh:
+        pickle.dump({"label_specific": None, "label_general": None}, fh)
+    with pytest.raises(DataError, match=rf"tiered_imagenet reader found 'label_specific' in "
+                                        rf"{tmp_path}/train_labels.pkl to be NoneType, not a list of integer"):
+        R.load_tiered_imagenet(tmp_path, size=16, cache=False)
+    with open(tmp_path / "train_labels.pkl", "wb") as fh:
+        pickle.dump({"label_specific": np.array([0.5, 1.0]), "label_general": [0, 0]}, fh)
+    with pytest.raises(DataError, match=r"'label_specific' .* to be an array of float64"):
+        R.load_tiered_imagenet(tmp_path, size=16, cache=False)
+
+
+def test_sixteen_bit_pngs_are_scaled_not_clipped(tmp_path):
+    """Before: PIL's convert clipped 16-bit grey at 255 (40000/65535 decoded as white)."""
+    values = np.array([[0, 257, 40000, 65535]], dtype=np.uint16).repeat(4, 0)
+    Image.fromarray(values).save(tmp_path / "g16.png")
+    with Image.open(tmp_path / "g16.png") as im:
+        assert im.mode.startswith("I")  # PIL reads it as 16-bit
+    expected = np.round(values.astype(np.float64) * 255 / 65535).astype(np.uint8)  # [0, 1, 156, 255]
+    grey = R.decode_images([tmp_path / "g16.png"], size=4, mode="L")
+    assert np.array_equal(grey[0, 0].numpy(), expected)
+    rgb = R.decode_images([tmp_path / "g16.png"], size=4, mode="RGB")
+    assert all(np.array_equal(rgb[0, c].numpy(), expected) for c in range(3))
+
+
+@pytest.mark.parametrize("kind", ["CMYK", "P+alpha", "LA"])
+def test_cmyk_palette_alpha_and_la_decode_to_the_requested_mode(tmp_path, kind):
+    """Guard: colour channels as PIL converts them (alpha dropped), in 3 or 1 channels as asked."""
+    if kind == "CMYK":
+        img, fmt = Image.new("CMYK", (4, 4), (0, 255, 255, 0)), "JPEG"  # red
+    elif kind == "LA":
+        img, fmt = Image.fromarray(np.dstack([np.full((4, 4), 100, np.uint8), np.full((4, 4), 30, np.uint8)]),
+                                   "LA"), "PNG"
+    else:
+        img = Image.new("P", (4, 4), 1)
+        img.putpalette([0, 0, 0, 200, 10, 10] + [0] * 762)
+        img.info["transparency"] = 0
+        fmt = "PNG"
+    path = tmp_path / f"x.{fmt.lower()}"
+    img.save(path, fmt)
+    with Image.open(path) as im:
+        want_rgb, want_l = np.asarray(im.convert("RGB")), np.asarray(im.convert("L"))
+    rgb = R.decode_images([path], size=4, mode="RGB")
+    grey = R.decode_images([path], size=4, mode="L")
+    assert rgb.shape == (1, 3, 4, 4) and grey.shape == (1, 1, 4, 4)
+    assert np.array_equal(rgb[0].permute(1, 2, 0).numpy(), want_rgb)
+    assert np.array_equal(grey[0, 0].numpy(), want_l)
+
+
+def test_omniglot_zip_with_a_stray_parent_member_skips_it_and_reads_the_rest(omni_root):
+    """Before: one '../' member made the zip have two top folders, so the whole archive was ignored."""
+    root, _ = omni_root
+    clean = R.load_omniglot(root, split="background-evaluation", cache=False)
+    with zipfile.ZipFile(root / "images_background.zip", "a") as zf:
+        zf.writestr("../evil.png", b"x")
+        zf.writestr("images_background/../../outside.png", b"x")
+    with pytest.warns(UserWarning, match=r"skipping the member '\.\./evil\.png' of .*images_background.zip: it "
+                                         r"points outside"):
+        got = R.load_omniglot(root, split="background-evaluation", cache=False)
+    for s in SPLITS:
+        assert got[s].class_names == clean[s].class_names and torch.equal(got[s].images, clean[s].images)
+
+
+def test_loaded_arrays_are_plain_numpy_arrays(tmp_path):
+    """The guard's array subclass never leaks out of load_pickle, nested in containers or object arrays."""
+    pngs = np.empty(2, dtype=object)
+    pngs[:] = [np.arange(3, dtype=np.uint8), np.arange(4, dtype=np.uint8)]
+    (tmp_path / "p.pkl").write_bytes(pickle.dumps({"a": [pngs, (np.zeros(2),)]}, protocol=2))
+    got = R.load_pickle(tmp_path / "p.pkl", "tiered_imagenet", "hint")
+    arrays = [got["a"][0], got["a"][1][0], *got["a"][0]]
+    assert all(type(a) is np.ndarray for a in arrays)
+    assert np.array_equal(got["a"][0][1], np.arange(4))

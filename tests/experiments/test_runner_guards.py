@@ -8,16 +8,19 @@ import dataclasses
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import time
+from pathlib import Path
 
 import pytest
 import torch
 
 from studylib.data.base import DataError
 from studylib.evaluation import evaluate
-from studylib.experiments.runner import features_of, load_trained, run_spec
+from studylib.experiments.runner import RunBusy, features_of, load_trained, run_spec
 from studylib.training.loop import Diverged
 from studylib.training.runstore import RunFileError, RunStore
 
@@ -94,9 +97,11 @@ def test_damaged_results_heal_and_damaged_weights_are_named(tmp_path):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(torch.optim.SGD, "step", lambda *a, **k: pytest.fail("trained again"))
         (ev / "result.json").write_text("")  # empty: was JSONDecodeError on every later run
-        with pytest.warns(UserWarning, match=r"evaluating again: .*result.json: is empty"):
+        with pytest.warns(UserWarning, match=r"evaluating again: .*result.json: is empty") as rec:
             again = run_spec(_spec(), store, progress=False)
         assert again.result["test"] == first.result["test"]
+        # nothing needs deleting: the warning says what is redone, with no rm advice (before: "... rm -r")
+        assert not [str(w.message) for w in rec if "evaluating again" in str(w.message) and "rm " in str(w.message)]
         acc = ev / "episode_accuracies.pt"
         acc.write_bytes(acc.read_bytes()[:200])
         with pytest.warns(UserWarning, match=r"evaluating again: .*episode_accuracies.pt: is damaged"):
@@ -204,3 +209,95 @@ def test_identical_or_non_finite_features_are_refused():
     with pytest.raises(Diverged, match="non-finite features"):
         check_features(bad, "test split", spec)
     check_features(torch.randn(50, 8), "test split", spec)  # ordinary features pass
+
+
+# ------------------------------------------------------------------------------------- one trainer per run
+
+RACER = textwrap.dedent("""
+    import json, os, sys, time, torch
+    sys.path.insert(0, {tests!r})
+    from test_runner_guards import tiny_spec
+    from studylib.experiments.runner import run_spec
+    from studylib.training import loop
+    from studylib.training.runstore import RunStore
+    torch.set_num_threads(1)
+    real = loop._train
+
+    def counted(*a, **k):  # the loop's body runs only for a run that is not finished
+        with open(sys.argv[2], "a") as fh:
+            fh.write(f"{{os.getpid()}}\\n")
+        return real(*a, **k)
+
+    loop._train = counted
+    spec = tiny_spec()
+    open(sys.argv[3] + f".{{os.getpid()}}", "w").close()  # ready
+    while not os.path.exists(sys.argv[3]):
+        time.sleep(0.005)
+    out = run_spec(spec, RunStore(sys.argv[1]), progress=False)
+    print("RESULT", json.dumps(out.result["test"], sort_keys=True))
+""")
+
+
+def test_two_processes_racing_on_one_run_train_it_once(tmp_path):
+    """Both start run_spec at the same instant on the same store: one trains (its lock held through the
+    evaluation), the other waits with one message naming the holder and then reuses the finished run."""
+    script = tmp_path / "racer.py"
+    script.write_text(RACER.format(tests=os.path.dirname(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env.pop("STUDYLIB_KILL_AT", None)
+    env.pop("STUDYLIB_NO_WAIT", None)
+    go, trained = tmp_path / "go", tmp_path / "trained.txt"
+    procs = [subprocess.Popen([sys.executable, str(script), str(tmp_path / "store"), str(trained), str(go)],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    deadline = time.time() + 120
+    while len(list(tmp_path.glob("go.*"))) < 2:
+        assert time.time() < deadline and all(p.poll() is None for p in procs), [p.communicate() for p in procs]
+        time.sleep(0.01)
+    go.touch()
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    assert len(trained.read_text().split()) == 1  # one trainer
+    results = [line for out, _ in outs for line in out.splitlines() if line.startswith("RESULT")]
+    assert len(results) == 2 and results[0] == results[1]
+    waits = [err for _, err in outs if "waiting for run" in err]
+    assert len(waits) == 1 and f"host {socket.gethostname()}, pid " in waits[0]
+    assert waits[0].count("waiting for run") == 1  # one message, not one per poll
+
+
+def _foreign_lock(store: RunStore, spec) -> Path:
+    path = store.root / ".locks" / f"{store.run(spec.name, spec.config()).path.name}.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"host": "gpu-node-7", "pid": 4242, "token": "theirs", "notebook": "05_comparison",
+                                "since": time.time()}))
+    return path
+
+
+def test_a_live_foreign_lock_makes_no_wait_fail_naming_the_holder(tmp_path, no_training, monkeypatch):
+    store = RunStore(tmp_path / "store")
+    spec = tiny_spec()
+    lock = _foreign_lock(store, spec)
+    holder = r"host gpu-node-7, pid 4242, notebook 05_comparison"
+    with pytest.raises(RunBusy, match=rf"being trained by another process \({holder} \(heartbeat 0 s ago\); lock "):
+        run_spec(spec, store, progress=False, no_wait=True)
+    monkeypatch.setenv("STUDYLIB_NO_WAIT", "1")
+    with pytest.raises(RunBusy, match=holder):
+        run_spec(spec, store, progress=False)
+    assert json.loads(lock.read_text())["token"] == "theirs"  # left to its owner
+    assert not store.run(spec.name, spec.config()).exists
+
+
+def test_waiting_for_a_foreign_lock_ends_when_it_goes_stale(tmp_path, monkeypatch, capfd):
+    """A foreign holder stops beating: after stale_after the lock is taken over and the run trained here."""
+    from studylib.experiments import runner
+    from studylib.training.runlock import RunLock
+    store = RunStore(tmp_path / "store")
+    spec = tiny_spec()
+    _foreign_lock(store, spec)
+    monkeypatch.setattr(runner, "run_lock", lambda st, run: RunLock(st.root / ".locks" / f"{run.path.name}.json",
+                                                                      stale_after=1.5, heartbeat=0.5))
+    monkeypatch.setattr(runner, "LOCK_POLL", 0.2)
+    t0 = time.time()
+    out = run_spec(spec, store, progress=False, no_wait=False)
+    assert 1.2 < time.time() - t0 and out.run.finished
+    assert capfd.readouterr().err.count("waiting for run") == 1
+    assert not list((store.root / ".locks").glob("*.json"))  # released

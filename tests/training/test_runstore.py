@@ -211,3 +211,154 @@ def test_list_runs_reports_status_creation_and_training_record(tmp_path):
     assert infos["done"].training["steps"] == 6 and infos["done"].training["train_seconds"] > 0
     assert infos["half"].training is None and infos["none"].config == {"k": 3}
     assert all(abs(i.created - time.time()) < 600 for i in infos.values())
+
+
+# --------------------------------------------------------------------- a store of the previous format (no sidecars)
+
+def _legacy_store(tmp_path):
+    """A tiny finished run, then its checksum sidecars removed: what studylib wrote before checksums."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "experiments"))
+    from test_runner_guards import tiny_spec
+    from studylib.experiments.runner import run_spec
+    store = RunStore(tmp_path / "store")
+    out = run_spec(tiny_spec(), store, progress=False)
+    sidecars = list(store.root.rglob(".*.sha256"))
+    assert len(sidecars) >= 6
+    for f in sidecars:
+        f.unlink()
+    return store, out, tiny_spec
+
+
+def test_a_run_of_the_previous_format_is_verified_and_adopted_not_retrained(tmp_path, monkeypatch):
+    """Before: every file failed with 'has no checksum ... delete the run folder to retrain it'."""
+    import warnings
+    from studylib.experiments.runner import load_trained, run_spec
+    store, first, tiny_spec = _legacy_store(tmp_path)
+    weights = (first.run.path / "weights.pt").read_bytes()
+    monkeypatch.setattr(torch.optim.SGD, "step", lambda *a, **k: pytest.fail("trained again"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again = run_spec(tiny_spec(), store, progress=False)
+        load_trained(again)  # the weights: the training run is adopted too
+    notices = [str(w.message) for w in caught if "older format without checksums" in str(w.message)]
+    assert len(notices) == 2 and all("\n" not in n for n in notices)  # one line per folder (eval, training)
+    assert again.result == first.result and (first.run.path / "weights.pt").read_bytes() == weights
+    assert (first.run.path / ".weights.pt.sha256").read_text().split() == [hashlib.sha256(weights).hexdigest()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # adopted once: no notice any more
+        run_spec(tiny_spec(), store, progress=False)
+
+
+def test_an_unverifiable_old_run_names_the_adopt_command_never_deletion(tmp_path):
+    from studylib.training.runstore import main
+    store, first, _ = _legacy_store(tmp_path)
+    run = first.run
+    cfg = run.path / "config.json"
+    cfg.write_text(cfg.read_text().replace('"lr": 0.05', '"lr": 0.06'))  # no longer hashes to the folder's name
+    with pytest.raises(RunFileError, match=r"cannot be verified another way: config.json hashes to \w+, not to") as e:
+        run.load_tensor("weights.pt")
+    assert "python -m studylib.training.runstore adopt --trust" in str(e.value) and "rm " not in str(e.value)
+    assert not (run.path / ".weights.pt.sha256").exists()
+    assert main(["adopt", "--trust", str(run.path)]) == 0  # the person vouches for it
+    assert set(run.load_tensor("weights.pt")) == set(torch.load(run.path / "weights.pt", weights_only=True))
+
+
+def test_a_damaged_sidecar_is_named_as_such(tmp_path):
+    from studylib.training.runstore import main
+    store = RunStore(tmp_path)
+    run = store.run("r", {"a": 1})
+    run.save_tensor("weights.pt", {"w": torch.ones(3)})
+    (run.path / ".weights.pt.sha256").write_text("not a digest\n")
+    with pytest.raises(RunFileError, match=r"\.weights\.pt\.sha256: the checksum sidecar of weights.pt is damaged .*"
+                                           r"weights.pt itself may be intact") as e:
+        run.load_tensor("weights.pt")
+    assert "rm " not in str(e.value) and "runstore adopt" in str(e.value)
+    assert main(["adopt", str(run.path)]) == 0  # verified (it loads weights-only), sidecar rewritten
+    assert torch.equal(run.load_tensor("weights.pt")["w"], torch.ones(3))
+
+
+# ------------------------------------------------------------------------------ guards of the defences
+
+class _Payload:
+    """Unpickling this runs code (creates the marker file): what a crafted checkpoint would carry."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (exec, (f"open({self.marker!r}, 'w').write('ran')",))
+
+
+def test_a_checkpoint_carrying_a_pickled_payload_is_refused_by_every_loading_path(tmp_path):
+    """With weights_only=False anywhere, the payload would run and create the marker."""
+    import io
+    import warnings
+    from studylib import api
+    from studylib.data.readers import cached
+    from studylib.training.runstore import _write_digests, adopt
+    marker = tmp_path / "ran"
+    blob = io.BytesIO()
+    torch.save({"model": {"w": torch.ones(2)}, "extra": _Payload(marker)}, blob)
+    data = blob.getvalue()
+    run = RunStore(tmp_path / "store").run("r", {"a": 1})
+    run.open()
+    for name in ("checkpoint.pt", "weights.pt"):  # with a valid checksum: only weights_only stands in the way
+        (run.path / name).write_bytes(data)
+        _write_digests(run.path / name, [hashlib.sha256(data).hexdigest()])
+    with pytest.raises(RunFileError, match=r"checkpoint.pt: cannot be read by torch"):
+        run.load_checkpoint()
+    with pytest.raises(RunFileError, match=r"weights.pt: cannot be read by torch"):
+        run.load_tensor("weights.pt")
+    for name in ("checkpoint.pt", "weights.pt", "config.json"):  # the previous format: adoption verifies by loading
+        (run.path / f".{name}.sha256").unlink()
+    with pytest.raises(RunFileError, match=r"weights.pt: does not load \(UnpicklingError"):
+        adopt(run.path)
+    with pytest.raises(Exception, match="Weights only load failed"):
+        api.load_weights(run.path / "weights.pt", spec=None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert cached(run.path / "weights.pt", lambda: {"rebuilt": True}) == {"rebuilt": True}
+    assert any("ignoring unreadable decode cache" in str(w.message) for w in caught)
+    assert not marker.exists()
+
+
+def test_the_locks_folder_is_never_a_run(tmp_path):
+    from studylib.training.runlock import RunLock
+    store = RunStore(tmp_path)
+    run = store.run("r", {"a": 1})
+    run.save_result({"kind": "training"})
+    locks = tmp_path / ".locks"
+    lock = RunLock(locks / f"{run.path.name}.json")
+    assert lock.acquire()
+    try:
+        (locks / "config.json").write_text("{}")  # even a stray config.json there does not make it a run
+        assert [i.name for i in store.list_runs()] == [run.path.name]
+        assert [r.path.name for r in store.runs()] == [run.path.name]
+    finally:
+        lock.release()
+
+
+def test_a_damaged_metrics_log_of_an_interrupted_run_heals_from_the_checkpoint(tmp_path):
+    """Before: RunFileError '... delete the run folder (rm -r ...)': the run could only be trained again."""
+    run = _interrupted(tmp_path)  # checkpoint at step 8, metrics rows up to step 9
+    log = run.path / "metrics.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(lines[:3]) + lines[3][:7] + b"\xff garbage\n" + b"".join(lines[4:]))
+    fresh = RunStore(tmp_path / "store").run("r", {})
+    with pytest.warns(UserWarning, match=r"metrics.jsonl was damaged .*rebuilt from its \d+ readable row\(s\) up to "
+                                         r"the checkpoint's step 8 \(1 unreadable line\(s\) dropped\)"):
+        weights = _weights(train(make(), _split(), _cfg(), fresh))
+    assert all(torch.equal(weights[k], v) for k, v in _clean_weights(tmp_path).items())
+    rows = RunStore(tmp_path / "store").run("r", {}).metrics  # rewritten with a checksum that verifies
+    steps = [r["step"] for r in rows if "train_loss" in r]
+    assert steps == sorted(steps) and steps[-1] == 18
+
+
+def test_an_interrupted_run_of_the_previous_format_resumes_exactly(tmp_path):
+    """Its checkpoints (no sidecars) are verified by loading them weights-only, then training resumes."""
+    run = _interrupted(tmp_path)
+    for f in run.path.glob(".*.sha256"):
+        f.unlink()
+    with pytest.warns(UserWarning, match=r"older format without checksums; its configuration hash and \d+ file"):
+        weights = _weights(train(make(), _split(), _cfg(), RunStore(tmp_path / "store").run("r", {})))
+    assert all(torch.equal(weights[k], v) for k, v in _clean_weights(tmp_path).items())
