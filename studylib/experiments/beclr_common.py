@@ -30,9 +30,11 @@ from studylib.evaluation.evaluate import EvalResult
 from studylib.evaluation.logreg import logreg_classifier
 from studylib.experiments.common import BACKBONES, DataParams, data_spec, load_data
 from studylib.experiments.runner import (EvalSpec, Outcome, RunSpec, build_parts, check_protocol, features_of,
-                                         load_trained, make_validator, run_spec)
+                                         load_trained, make_validator, resolve_no_wait, run_lock, run_spec,
+                                         take_run_lock)
 from studylib.methods.dyce import VARIANTS
 from studylib.methods.opta import opta_classifier, standardize
+from studylib.training import distributed
 from studylib.training.loop import SCHEDULES, TrainConfig, train
 from studylib.training.runstore import Run, RunStore
 from studylib.utils import config_hash, get_device, mean_ci95
@@ -201,19 +203,39 @@ def train_with_snapshots(spec: RunSpec, store: RunStore | None = None, progress:
                          f"{spec.train.val_every})")
     store = store or RunStore()
     run = store.run(spec.name, spec.config())
-    if not run.finished:
-        dataset = spec.data.load()
-        check_protocol(spec, dataset)  # before any training: the evaluation must be possible on this data
-        method, transform = build_parts(spec, dataset)
-        device = get_device(spec.train.device)
-        validator = make_validator(spec, dataset, transform, device)
+    if run.finished:
+        return _snapshot_outcome(spec, store, progress)
+    # One trainer per run, as in run_spec: another process training this run (07 and 08 reuse 06's runs, and
+    # the test suite's two workers may meet on one) is waited for, and its run reused.
+    lock = run_lock(store, run) if distributed.is_main() else None  # [dist] rank 0 holds it, as in run_spec
+    took = lock is not None and take_run_lock(lock, run, resolve_no_wait(None))
+    try:
+        if not run.finished:
+            _train_snapshots(spec, run, progress)
+        return _snapshot_outcome(spec, store, progress)
+    finally:
+        if took:
+            lock.release()
 
-        def on_epoch(m: torch.nn.Module, epoch: int) -> dict[str, float]:
-            _save_snapshot(run, m, epoch)
-            return validator(m, epoch) if validator is not None else {}
 
-        spec.train.progress = progress
-        train(method, dataset["train"], spec.train, run, validate=on_epoch)
+def _train_snapshots(spec: RunSpec, run: Run, progress: bool) -> None:
+    """Train ``spec`` into ``run`` with a snapshot at the end of every epoch (resuming from its checkpoint)."""
+    dataset = spec.data.load()
+    check_protocol(spec, dataset)  # before any training: the evaluation must be possible on this data
+    method, transform = build_parts(spec, dataset)
+    device = get_device(spec.train.device)
+    validator = make_validator(spec, dataset, transform, device)
+
+    def on_epoch(m: torch.nn.Module, epoch: int) -> dict[str, float]:
+        _save_snapshot(run, m, epoch)
+        return validator(m, epoch) if validator is not None else {}
+
+    spec.train.progress = progress
+    train(method, dataset["train"], spec.train, run, validate=on_epoch)
+
+
+def _snapshot_outcome(spec: RunSpec, store: RunStore, progress: bool) -> Outcome:
+    """The evaluated outcome of a run trained by :func:`train_with_snapshots` (evaluated here if needed)."""
     outcome = run_spec(spec, store, progress=progress)
     if not snapshot_epochs(outcome):
         raise ValueError(f"run {outcome.run.path} finished without snapshots (trained by plain run_spec); delete "

@@ -458,7 +458,7 @@ NO_WAIT_ENV = "STUDYLIB_NO_WAIT"  # "1": run_spec fails instead of waiting for a
 LOCK_POLL = 1.0  # seconds between looks at a busy run's lock
 
 
-def _no_wait(no_wait: bool | None) -> bool:
+def resolve_no_wait(no_wait: bool | None) -> bool:
     if no_wait is not None:
         return bool(no_wait)
     return os.environ.get(NO_WAIT_ENV, "").strip().lower() in ("1", "true", "yes")
@@ -530,7 +530,7 @@ def run_spec(spec: RunSpec, store: RunStore | None = None, stop_after: int | Non
     check_protocol(spec, dataset)
     # The run's lock: one trainer per run, and "running" for ./study results.
     lock = run_lock(store, run) if distributed.is_main() else None
-    took = lock is not None and take_run_lock(lock, run, _no_wait(no_wait))
+    took = lock is not None and take_run_lock(lock, run, resolve_no_wait(no_wait))
     try:
         if took:
             done = stored_outcome(spec, store)  # finished by the process we waited for

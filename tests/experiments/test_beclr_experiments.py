@@ -191,3 +191,33 @@ def test_claims_tables_are_static_and_paper_rows_apply_at_paper_scale():
         assert all(c.source and c.paper for c in paper)
     smoke08 = opta_before_after.claims(load_params(opta_before_after.Params, opta_before_after.NOTEBOOK, "smoke"))
     assert smoke08["t4-opta-helps-nca"].verdict == "not tested"
+
+
+def test_snapshot_training_takes_the_runs_lock(tmp_path, monkeypatch):
+    """07 and 08 reuse 06's runs, and two test workers may meet on one: train_with_snapshots takes the run's lock
+    before training, as run_spec does. A live holder elsewhere with STUDYLIB_NO_WAIT=1 is named, nothing trains;
+    once the lock is gone the run trains here (run_spec inside, seeing its own process's lock, goes on)."""
+    import json
+    import time
+
+    from studylib.experiments.runner import RunBusy
+    p = BeclrParams(image_size=16, rgb=False, max_classes=7, conv4_hidden=8, augment="none", view_profile="default",
+                    proj_dim=16, pred_hidden=8, mask_patch=4, teacher_momentum=0.9, memory_size=32, partitions=4,
+                    topk=2, adapt_epochs=0, epochs=1, batch_size=8, batches_per_epoch=2, eval_ways=2,
+                    eval_shots=[1], eval_queries=2, eval_episodes=4, device="cpu")
+    spec = beclr_spec(p, 48, "lock")
+    d = spec.data
+    _CACHE[(d.name, d.root, tuple(sorted(d.options.items())))] = _tiny_dataset()
+    store = RunStore(tmp_path)
+    run = store.run(spec.name, spec.config())
+    lock = store.root / ".locks" / f"{run.path.name}.json"
+    lock.parent.mkdir(parents=True)
+    lock.write_text(json.dumps({"host": "gpu-node-7", "pid": 4242, "token": "theirs", "since": time.time()}))
+    monkeypatch.setenv("STUDYLIB_NO_WAIT", "1")
+    with pytest.raises(RunBusy, match="host gpu-node-7, pid 4242"):
+        train_with_snapshots(spec, store, progress=False)
+    assert not run.finished and not list(tmp_path.glob(f"{run.path.name}/snapshot-e*.pt"))
+    lock.unlink()
+    out = train_with_snapshots(spec, store, progress=False)
+    assert snapshot_epochs(out) == [1] and out.run.finished
+    assert not lock.exists()  # released after training and evaluation
