@@ -31,7 +31,10 @@ SEED_OF = {"00": "000", "01": "000", "02": "000", "03": "000", "04": "000", "05"
            "07": "001", "08": "001", "09": "002", "10": "002", "11": "003", "12": "003", "13": "004"}
 
 # a backbone in paper.yaml -> how the seeds' tables write it
-BACKBONE_IN_TABLES = {"resnet18": "RN18", "resnet50": "RN50"}
+BACKBONE_IN_TABLES = {"resnet18": "RN18", "resnet50": "RN50",
+                      # seed 000's Table 2 ("methods that use ResNet12"); its "ours" rows are the authors'
+                      # BasicBlock ResNet-12 (../shared/PAPER-NOTES.md), i.e. resnet12_basic
+                      "resnet12_basic": "ResNet12"}
 
 
 @dataclass(frozen=True)
@@ -41,10 +44,19 @@ class Citation:
     Attributes:
         numbers: the numbers as the claim's ``paper`` text quotes them (``"64.10"``).
         seed: the seed file's number (``"001"``), or None for the authors' repository.
-        table: the table (``"Table 1"``) whose caption precedes the row in the seed text.
-        row: text that starts the row in the seed text (``"BECLR (Ours) RN18"``); None: anywhere in the table.
-        backbone: the backbone of the quoted row as the table writes it (``"RN18"``), None if the table has none.
+        table: the table (``"Table 1"``) whose caption belongs to the row in the seed text (the caption precedes
+            its rows, or follows them in the seeds that print captions below tables); None with a ``row``: a line
+            of the body text.
+        row: text of the row in the seed text (``"BECLR (Ours) RN18"``); None: anywhere in the table. With a
+            ``column``, the row's exact label (its first tab-separated cell).
+        backbone: the backbone of the quoted row as the table (its row or its caption) writes it (``"RN18"``),
+            None if the table has none.
         repo: the authors' repository (``owner/name``) when the numbers are not in the seed text.
+        column: the tab-separated cell of the row (1 = the first after the label) that holds the numbers.
+        under: text that starts the line just above the row: the sub-table heading (seed 002's "2D" / "64D")
+            where one table repeats a row label.
+        notes: a seed's section of ``../shared/PAPER-NOTES.md`` (``"000"``) that holds the numbers when neither
+            the seed text nor a named repository does.
     """
 
     numbers: tuple[str, ...]
@@ -54,11 +66,19 @@ class Citation:
     backbone: str | None = None
     repo: str | None = None
     derived: tuple[str, ...] = ()  # numbers computed from the text, one expression each ("80.57 - 12.8")
+    column: int | None = None
+    under: str | None = None
+    notes: str | None = None
 
     def text(self) -> str:
+        if self.notes:
+            return f"../shared/PAPER-NOTES.md, seed {self.notes} (not in the seed text)"
         if self.repo:
             return f"authors' repository {self.repo} (../shared/PAPER-NOTES.md)"
-        where = f"seed {self.seed} {self.table or 'text'}" + (f", {self.backbone}" if self.backbone else "")
+        where = f"seed {self.seed} {self.table or 'text'}"
+        if self.table and self.row:
+            where += f", row {self.under + ' ' if self.under else ''}'{self.row}'"
+        where += f", {self.backbone}" if self.backbone else ""
         return where + (f" (derived: {', '.join(self.derived)})" if self.derived else "")
 
 
@@ -93,11 +113,112 @@ _T6 = Citation(("87.82", "84.05", "85.37", "0.29", "0.39", "0.33"), "001", "Tabl
 _RETRIEVAL = ("Set2Model's Table 1 is a retrieval result (mAP); the study applies it to Table 2's "
               "classification task, which the paper does not report")
 
+
+
+def _t2(row: str, column: int, *numbers: str) -> Citation:
+    """A cell of seed 000's Table 2 (ResNet12, test sets)."""
+    return Citation(numbers, "000", "Table 2", row, "ResNet12", column=column)
+
+
+# NCA nearest centroid vs soft assignment, 5-shot: miniImageNet, CIFAR-FS, tieredImageNet
+_NC_VS_SOFT = tuple(_t2(r, col, n) for col, nc, soft in ((2, "78.27", "76.93"), (4, "85.15", "83.38"),
+                                                          (6, "83.20", "81.04"))
+                    for r, n in (("NCA nearest centroid (ours)", nc), ("NCA soft assignment (ours)", soft)))
+_SEC31 = Citation(("86%", "87%"), "002", None, "Classification accuracy of held-out samples is approximately")
+# seed 003's Table 1 (mAP), the values of each dataset column as the row prints them
+_S2M_T1 = {"S2M-Gauss": ("0.254", "0.706", "0.467", "0.740"), "AVG-FT": ("0.236", "0.669", "0.439", "0.661"),
+           "Gauss-AVG-FT": ("0.246", "0.676", "0.465", "0.695"), "S2M-GMM2": ("0.265", "0.711", "0.560", "0.689"),
+           "Gauss-PL": ("0.186", "0.529", "0.240"), "GMM2-PL": ("0.180", "0.483", "0.301"),
+           "AVG-PL": ("0.183", "0.556", "0.212"), "SVM-PL": ("0.080", "0.481", "0.145")}
+
+
+def _s2m_t1(row: str, column: int) -> Citation:
+    """One cell of seed 003's Table 1 (columns 1-4: ImageNet, RGBD Object, Oxford Flowers, Omniglot)."""
+    return Citation((_S2M_T1[row][column - 1],), "003", "Table 1", row, column=column)
+
+
+def _t1(*rows: str) -> tuple[Citation, ...]:
+    """Every dataset column of seed 003's Table 1 that the claim quotes for these rows."""
+    return tuple(_s2m_t1(r, col) for r in rows for col in range(1, len(_S2M_T1[r]) + 1))
+
+
 REGISTRY: dict[tuple[str, str], Meta] = {
     # -- seed 000 ---------------------------------------------------------------------------------------------
-    ("00_quickstart", "table2-nc-beats-soft-5shot"): Meta(alias_of="05_comparison:appD-nc-beats-soft-5shot"),
+    ("00_quickstart", "table2-nc-beats-soft-5shot"): Meta(alias_of="05_comparison:appD-nc-beats-soft-5shot",
+                                                          citations=_NC_VS_SOFT),
     ("04_ablations", "appH-all-ablations-1shot-b128"): Meta(alias_of="04_ablations:fig4-all-ablations-1shot-b128"),
     ("04_ablations", "appH-all-ablations-5shot-b128"): Meta(alias_of="04_ablations:fig4-all-ablations-5shot-b128"),
+    ("01_episodes_pairs", "sec2.1-more-than-150pct"): Meta(IMPLEMENTATION, citations=(Citation(
+        ("150%",), "000", None, "ignoring the episodic constraints increases the number of both positives and"),)),
+    # Table 2 of seed 000 (caption below the rows; backbone ResNet12 in the caption); columns: 1/2 miniImageNet
+    # 1-/5-shot, 3/4 CIFAR-FS, 5/6 tieredImageNet
+    ("00_quickstart", "table2-nca-1shot"): Meta(citations=(_t2("NCA nearest centroid (ours)", 1, "62.55"),)),
+    ("00_quickstart", "table2-nca-5shot"): Meta(citations=(_t2("NCA nearest centroid (ours)", 2, "78.27"),)),
+    ("05_comparison", "t2-nca-level-1shot"): Meta(citations=(_t2("NCA nearest centroid (ours)", 1, "62.55"),)),
+    ("05_comparison", "t2-nca-level-5shot"): Meta(citations=(_t2("NCA nearest centroid (ours)", 2, "78.27"),)),
+    ("05_comparison", "t2-ours-beat-snell-pn-1shot"): Meta(citations=(
+        _t2("PNs (our episodes)", 1, "61.32"), _t2("PNs ([40] episodes)", 1, "59.78"))),
+    ("05_comparison", "t2-ours-beat-snell-mn-1shot"): Meta(citations=(
+        _t2("MNs (our episodes)", 1, "60.77"), _t2("MNs ([40] episodes)", 1, "58.91"))),
+    ("05_comparison", "t2-nca-beats-pn-1shot"): Meta(citations=(
+        _t2("NCA nearest centroid (ours)", 1, "62.55"), _t2("PNs (our episodes)", 1, "61.32"))),
+    ("05_comparison", "t2-nca-beats-mn-1shot"): Meta(citations=(
+        _t2("NCA soft assignment (ours)", 1, "62.55"), _t2("MNs (our episodes)", 1, "60.77"))),
+    ("05_comparison", "t2-nca-competitive-simpleshot-1shot"): Meta(citations=(
+        _t2("NCA nearest centroid (ours)", 1, "62.55"), _t2("SimpleShot [49]", 1, "62.16"))),
+    ("05_comparison", "t2-ours-beat-snell-pn-5shot"): Meta(citations=(
+        _t2("PNs (our episodes)", 2, "77.77"), _t2("PNs ([40] episodes)", 2, "75.42"))),
+    ("05_comparison", "t2-ours-beat-snell-mn-5shot"): Meta(citations=(
+        _t2("MNs (our episodes)", 2, "73.82"), _t2("MNs ([40] episodes)", 2, "72.48"))),
+    ("05_comparison", "t2-nca-beats-pn-5shot"): Meta(citations=(
+        _t2("NCA nearest centroid (ours)", 2, "78.27"), _t2("PNs (our episodes)", 2, "77.77"))),
+    # MN and "NCA soft assignment" both classify by soft assignment (comparison.py's docstring)
+    ("05_comparison", "t2-nca-beats-mn-5shot"): Meta(citations=(
+        _t2("NCA soft assignment (ours)", 2, "76.93"), _t2("MNs (our episodes)", 2, "73.82"))),
+    ("05_comparison", "t2-nca-competitive-simpleshot-5shot"): Meta(citations=(
+        _t2("NCA nearest centroid (ours)", 2, "78.27"), _t2("SimpleShot [49]", 2, "78.33"))),
+    ("05_comparison", "appD-nc-beats-soft-5shot"): Meta(citations=_NC_VS_SOFT[:2]),
+    # Fig. 3's f axis is not in the text; the sweep's lower end is the authors' code's, as PAPER-NOTES records
+    **{("03_pair_subsampling", f"fig3-subsampling-hurts-{s}shot"): Meta(citations=(
+        Citation(("0.01",), notes="000"),)) for s in (1, 5)},
+    # -- seed 002 ---------------------------------------------------------------------------------------------
+    ("09_spe_synthetic", "sec3.1-bayes-optimal"): Meta(IMPLEMENTATION, citations=(_SEC31,)),
+    ("09_spe_synthetic", "sec3.1-accuracy-near-bayes"): Meta(citations=(_SEC31,)),
+    **{("10_spe_omniglot", f"table1-{d.lower()}-{s}shot-{w}way"): Meta(citations=(
+        Citation((spe, pn), "002", "Table 1", "PN SPE", column=col, under=d),))
+       for d, s, w, col, spe, pn in (("2D", 1, 5, 1, "76.9", "75.7"), ("2D", 5, 5, 2, "82.3", "82.6"),
+                                     ("2D", 1, 20, 3, "49.7", "45.0"), ("2D", 5, 20, 4, "55.3", "55.9"),
+                                     ("64D", 1, 5, 1, "98.53", "98.46"), ("64D", 5, 5, 2, "99.52", "99.55"),
+                                     ("64D", 1, 20, 3, "94.93", "94.87"), ("64D", 5, 20, 4, "98.56", "98.63"))},
+    ("10_spe_omniglot", "table1-2d-gain-larger-at-1shot"): Meta(citations=(
+        Citation(("49.7", "45.0"), "002", "Table 1", "PN SPE", column=3, under="2D"),
+        Citation(("55.3", "55.9"), "002", "Table 1", "PN SPE", column=4, under="2D"))),
+    # -- seed 003 ---------------------------------------------------------------------------------------------
+    # Table 1 (caption below the rows); columns: 1 ImageNet, 2 RGBD Object, 3 Oxford Flowers, 4 Omniglot
+    ("11_set2model", "t1-gauss-beats-avg-ft"): Meta(citations=_t1("S2M-Gauss", "AVG-FT")),
+    ("11_set2model", "t1-gauss-beats-gauss-on-avg-ft"): Meta(citations=_t1("S2M-Gauss", "Gauss-AVG-FT")),
+    ("11_set2model", "t1-omniglot-gauss-beats-gmm"): Meta(citations=(
+        _s2m_t1("S2M-Gauss", 4), _s2m_t1("S2M-GMM2", 4))),
+    ("11_set2model", "fig3-gmm-beats-gauss-polysemous"): Meta(citations=(
+        _s2m_t1("S2M-GMM2", 3), _s2m_t1("S2M-Gauss", 3))),
+    ("11_set2model", "sec44-gmm-beats-gauss-noisy"): Meta(citations=(
+        _s2m_t1("S2M-GMM2", 1), _s2m_t1("S2M-Gauss", 1))),
+    ("11_set2model", "t1-gmm-beats-avg-ft-polysemous"): Meta(citations=(
+        _s2m_t1("S2M-GMM2", 3), _s2m_t1("AVG-FT", 3))),
+    ("11_set2model", "t1-ft-beats-pl-gauss"): Meta(citations=_t1("S2M-Gauss", "Gauss-PL")),
+    ("11_set2model", "t1-ft-beats-pl-gmm"): Meta(citations=_t1("S2M-GMM2", "GMM2-PL")),
+    ("11_set2model", "t1-ft-beats-pl-avg"): Meta(citations=_t1("AVG-FT", "AVG-PL")),
+    ("11_set2model", "sec31-gauss-pl-beats-svm-pl"): Meta(citations=_t1("Gauss-PL", "SVM-PL")),
+    ("11_set2model", "t1-omniglot-gauss-level"): Meta(citations=(_s2m_t1("S2M-Gauss", 4),)),
+    ("11_set2model", "t1-omniglot-avg-level"): Meta(citations=(_s2m_t1("AVG-FT", 4),)),
+    # Table 2 (caption below the rows); columns: 1 5-way, 2 20-way
+    ("12_set2model_omniglot", "t2-s2m-gauss-5way-level"): Meta(citations=(
+        Citation(("0.985",), "003", "Table 2", "S2M-Gauss", column=1),)),
+    ("12_set2model_omniglot", "t2-s2m-gauss-20way-level"): Meta(citations=(
+        Citation(("0.956",), "003", "Table 2", "S2M-Gauss", column=2),)),
+    ("12_set2model_omniglot", "t2-s2m-gauss-beats-mann"): Meta(citations=(
+        Citation(("0.985",), "003", "Table 2", "S2M-Gauss", column=1),
+        Citation(("0.949",), "003", "Table 2", "MANN (No Conv) [25]", column=1))),
     # -- seed 001 ---------------------------------------------------------------------------------------------
     ("06_beclr_pretraining", "t1-opta-gain-1shot"): Meta(citations=(
         Citation(("75.74",), "001", "Table 1", "BECLR (Ours) RN18", "RN18"),
@@ -141,8 +262,10 @@ REGISTRY: dict[tuple[str, str], Meta] = {
         citations=(Citation(("64.10",), "001", "Table 1", "UniSiam + dist (Lu et al., 2022) RN18", "RN18"),
                    Citation(("72.54",), "001", "Table 4", "Unisiam+opra"))) for m in ("nca", "pn", "mn")},
     # -- seed 003 ---------------------------------------------------------------------------------------------
-    **{("12_set2model_omniglot", f"{c}-{w}way"): Meta(PROXY, note=_RETRIEVAL)
-       for c in ("s2m-gauss-beats-avg-ft", "s2m-gauss-beats-gauss-avg-ft", "s2m-gauss-beats-gmm")
+    **{("12_set2model_omniglot", f"{c}-{w}way"): Meta(PROXY, note=_RETRIEVAL, citations=(
+        _s2m_t1("S2M-Gauss", 4), _s2m_t1(other, 4)))
+       for c, other in (("s2m-gauss-beats-avg-ft", "AVG-FT"), ("s2m-gauss-beats-gauss-avg-ft", "Gauss-AVG-FT"),
+                        ("s2m-gauss-beats-gmm", "S2M-GMM2"))
        for w in (5, 20)},
     **{("12_set2model_omniglot", f"gauss-likelihood-beats-centroid-{w}way"): Meta(
         OWN, note="Table 2 reports only the likelihood classifier; the comparison is the study's")

@@ -375,7 +375,7 @@ def summary_markdown(notebooks: Iterable[str] | None = None) -> str:
             m = meta(nb, cid, c.expect.kind)
             kind = m.evidence + (f"; alias of `{m.alias_of}`" if m.alias_of else "")
             source = m.source or c.source
-            cites = "; ".join(ct.text() for ct in m.citations)
+            cites = "; ".join(dict.fromkeys(ct.text() for ct in m.citations))  # each source once
             if cites:
                 source += f" [{cites}]"
             cells = [c.claim, kind, source, m.paper or c.paper or "-", c.test,
