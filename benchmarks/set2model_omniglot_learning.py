@@ -11,6 +11,17 @@ untrained network as the floor. Every network sees the same batches (seeded), so
 
 Objectives: ``gauss`` (S2M-Gauss, the fix of issue 23: the histogram's adaptive range is differentiated),
 ``gauss-detached`` (the range detached, as before issue 23 and in the authors' code), ``avg`` (AVG-FT), ``pn``.
+
+Measured (this project's 2-core x86-64 CPU, 1 thread, ``--steps 300``, Conv4-64, seed 0; train: Balinese,
+Early_Aramaic, Greek, 70 characters; held out: Latin, 26 characters; 300 episodes):
+
+| objective | training violation per 75 batches | 5-way 5-shot | 20-way 5-shot |
+| --- | --- | --- | --- |
+| untrained | - | 0.744 | 0.506 |
+| S2M-Gauss | 0.071, 0.050, 0.036, 0.027 | 0.906 | 0.738 |
+| S2M-Gauss, range detached | 0.115, 0.103, 0.163, 0.179 | 0.615 | 0.374 |
+| AVG-FT | 0.059, 0.038, 0.025, 0.026 | 0.914 | 0.757 |
+| PN | - | 0.924 | 0.778 |
 """
 
 from __future__ import annotations
