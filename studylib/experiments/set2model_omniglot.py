@@ -20,7 +20,7 @@ PAPER-NOTES 003):
   GMM log-likelihood), ``avg`` (dot product with the class mean, Eq. 16) and ``centroid`` (the project's
   nearest centroid, Prototypical Networks), so every comparison is a paired difference per training seed.
   The classifiers are batched over episodes and classes (:func:`studylib.methods.set2model.likelihood_scores`).
-* Data: Omniglot 28x28 with the four 90-degree rotations as classes (Vinyals split) at paper scale; the
+* Data: Omniglot 28x28 with the four 90-degree rotations as classes (a random class split, Sec. 4.4) at paper scale; the
   embedded glyph set at smoke scale.
 """
 

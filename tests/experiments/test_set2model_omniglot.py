@@ -26,7 +26,7 @@ def _omniglot_zip() -> Path | None:
 
 def test_paper_params_are_the_papers_classification_protocol():
     p = load_params(mod.Params, mod.NOTEBOOK, "paper")
-    assert (p.data, p.rotations, p.split, p.hidden, p.dim) == ("omniglot", True, "vinyals", 64, None)
+    assert (p.data, p.rotations, p.split, p.hidden, p.dim) == ("omniglot", True, "random", 64, None)
     assert (p.tuples, p.set_size, p.relevant, p.negatives) == (3, 5, 15, 20)  # Sec. 4.4
     assert (p.eval_ways, p.eval_shots) == ([5, 20], 5)  # Table 2
     assert len(p.seeds) >= 3
