@@ -30,6 +30,7 @@ from studylib.data import load_dataset
 from studylib.data.base import DataError, FewShotDataset, ImageSplit
 from studylib.data.samplers import check_episode
 from studylib import progress as progress_display
+from studylib.methods import method_version
 from studylib.methods.base import Method
 from studylib.training import distributed
 from studylib.training.loop import Diverged, TrainConfig, build_sampler, config_dict, train
@@ -186,6 +187,9 @@ class RunSpec:
         d["validation"] = self.eval.validation_config()
         d["runner_version"] = RUNNER_VERSION
         d["data_version"] = data_version_of(self.data)
+        version = method_version(self.method)
+        if version != 1:  # a method whose training changed: its older runs are not this configuration
+            d["method_version"] = version
         d.pop("name")
         d.pop("eval")
         return d

@@ -31,6 +31,16 @@ def register_method(name: str) -> Callable[[F], F]:
     return deco
 
 
+def method_version(name: str) -> int:
+    """The training-behaviour version of the registered method ``name`` (its factory's ``VERSION``, default 1).
+
+    A method bumps ``VERSION`` when the same options train differently (a fixed gradient, say): the run's hash
+    then includes it (:meth:`studylib.experiments.runner.RunSpec.config`), so runs trained before are never
+    reused as if they were trained by today's code. Version 1 adds nothing to the hash.
+    """
+    return int(getattr(METHODS.get(name), "VERSION", 1))
+
+
 def build_method(name: str, backbone: nn.Module, augment: Callable[..., Any], **params: Any) -> Method:
     """Build the registered method ``name`` around ``backbone`` (an ``nn.Module`` with ``out_dim``).
 

@@ -280,6 +280,10 @@ class Set2ModelMethod(Method):
         var_floor, em_iters, em_unroll, em_grad: the fit (:func:`set_scores`).
     """
 
+    # 2: the histogram loss's adaptive range carries its gradient (issue 23). Runs of version 1 trained with the
+    # range detached, so they get another hash and are never reused (methods.method_version).
+    VERSION = 2
+
     def __init__(self, backbone: nn.Module, augment: Callable[[torch.Tensor], torch.Tensor] | None,
                  score: str = "gauss", components: int = 2, dim: int | None = None, normalize: bool = True,
                  negatives: int | None = None, noise: float = 0.0, bins: int = 100, value_range: str = "adaptive",

@@ -68,3 +68,19 @@ def test_impossible_episode_request_fails_before_training(tmp_path):
     spec = _spec(sampler="episodic", ways=50, shots=1, queries=1, batches_per_epoch=2)
     with pytest.raises(Exception, match=r"50-way episodes need 50 classes but the training split"):
         run_spec(spec, RunStore(tmp_path), progress=False)
+
+
+def test_a_method_whose_training_changed_gets_new_run_hashes():
+    """Set2Model's loss gained the histogram range's gradient (issue 23, VERSION 2): its runs trained before must
+    not be reused under the same hash, while methods at version 1 keep their hashes (and their stored runs)."""
+    from dataclasses import replace
+
+    from studylib.methods import METHODS, method_version
+    from studylib.utils import config_hash
+    nca = _spec()
+    s2m = replace(nca, method="set2model")
+    assert method_version("nca") == 1 and "method_version" not in nca.config()
+    assert method_version("set2model") == METHODS["set2model"].VERSION == 2
+    old = s2m.config()
+    assert old.pop("method_version") == 2
+    assert config_hash(old) != config_hash(s2m.config())  # the version-1 configuration is another run
