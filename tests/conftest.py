@@ -40,24 +40,28 @@ def repo() -> Path:
     return REPO
 
 
+CHECK_SCALE = "tests/test_check_scale.py::"
+
+
 def pytest_collection_modifyitems(config, items):
-    """Schedule for ``pytest -n 2 --dist loadgroup --no-loadscope-reorder`` (``./study test``).
-
-    A test file stays on one worker (its module fixtures are built once), a notebook's nbval cells stay on one
-    worker in order (they share one kernel), and each check-scale notebook is a unit of its own. The long units
-    go first (the notebooks' nbval, then the check scale, then the unit-test files), so that the two workers end
-    together on short units instead of one worker finishing a notebook alone.
-    """
-    def unit(item) -> tuple[int, str]:
+    """The long units first: the notebooks' nbval, then the check scale, then the unit-test files (a stable sort,
+    so the cells of a notebook keep their order), so that the two workers end together on short units instead of
+    one worker finishing a notebook alone (``./study test`` runs ``--no-loadscope-reorder``)."""
+    def rank(item) -> int:
         path = Path(str(item.fspath))
-        rel = path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else path.name
-        if path.suffix == ".ipynb":
-            return 0, rel
-        if path.name == "test_check_scale.py" and hasattr(item, "callspec"):
-            return 1, f"check-{item.callspec.id}"
-        return 2, rel
+        return 0 if path.suffix == ".ipynb" else 1 if path.name == "test_check_scale.py" else 2
 
-    units = {id(item): unit(item) for item in items}
-    items.sort(key=lambda item: units[id(item)][0])  # stable: collection order within each rank
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(name=units[id(item)][1]))
+    items.sort(key=rank)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``./study test``'s two workers: a test file is one unit (its module fixtures are built once), so is a
+    notebook's nbval cells (they share one kernel and must run in order on one worker), and each check-scale
+    notebook is a unit of its own. (xdist's ``loadgroup`` marks do not reach pytest 9's node ids.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileOrCheckNotebook(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return nodeid if nodeid.startswith(CHECK_SCALE) else nodeid.split("::", 1)[0]
+
+    return FileOrCheckNotebook(config, log)
