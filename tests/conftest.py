@@ -26,6 +26,21 @@ def pytest_unconfigure(config):
         shutil.rmtree(os.environ["STUDYLIB_CACHE"], ignore_errors=True)
 
 
+def _omniglot_zip() -> Path | None:
+    """The real Omniglot subset for integration tests: ``$STUDYLIB_OMNIGLOT_ZIP``, else ``../shared/data/omniglot/``
+    beside the checkout (as CI lays it out); None when absent."""
+    env = os.environ.get("STUDYLIB_OMNIGLOT_ZIP")
+    candidates = [Path(env)] if env else []
+    candidates.append(REPO.parent / "shared" / "data" / "omniglot" / "images_background_small1.zip")
+    return next((p for p in candidates if p.is_file()), None)
+
+
+OMNIGLOT_ZIP = _omniglot_zip()
+# the tests that read it skip cleanly without it: `from conftest import OMNIGLOT_ZIP, needs_omniglot`
+needs_omniglot = pytest.mark.skipif(OMNIGLOT_ZIP is None, reason="images_background_small1.zip not found: set "
+                                                                 "STUDYLIB_OMNIGLOT_ZIP or provide ../shared/data/omniglot/")
+
+
 @pytest.fixture(autouse=True)
 def _one_thread():
     """One torch thread per test: the suite may run on 2 workers, and timings stay comparable."""

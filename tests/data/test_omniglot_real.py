@@ -8,9 +8,7 @@ the test skips cleanly when it is absent. Unzipped copies go under ``tmp_path`` 
 from __future__ import annotations
 
 import io
-import os
 import zipfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,17 +22,9 @@ ALPHABETS = {"Balinese": 24, "Early_Aramaic": 22, "Greek": 24, "Korean": 40, "La
 SPLITS = ("train", "val", "test")
 
 
-def _find_zip() -> Path | None:
-    env = os.environ.get("STUDYLIB_OMNIGLOT_ZIP")
-    candidates = [Path(env)] if env else []
-    candidates.append(Path(__file__).resolve().parents[2].parent / "shared" / "data" / "omniglot"
-                      / "images_background_small1.zip")
-    return next((p for p in candidates if p.is_file()), None)
+from conftest import OMNIGLOT_ZIP as ZIP, needs_omniglot  # tests/conftest.py
 
-
-ZIP = _find_zip()
-pytestmark = pytest.mark.skipif(ZIP is None, reason="images_background_small1.zip not found: set "
-                                                   "STUDYLIB_OMNIGLOT_ZIP or provide ../shared/data/omniglot/")
+pytestmark = needs_omniglot
 
 
 @pytest.fixture(autouse=True)

@@ -4,8 +4,6 @@ the real Omniglot subset ``images_background_small1.zip``, read in place through
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,12 +14,7 @@ from studylib.experiments import set2model_omniglot as mod
 from studylib.experiments.runner import run_spec
 
 
-def _omniglot_zip() -> Path | None:
-    env = os.environ.get("STUDYLIB_OMNIGLOT_ZIP")
-    candidates = [Path(env)] if env else []
-    candidates.append(Path(__file__).resolve().parents[2].parent / "shared" / "data" / "omniglot"
-                      / "images_background_small1.zip")
-    return next((p for p in candidates if p.is_file()), None)
+from conftest import OMNIGLOT_ZIP, needs_omniglot  # tests/conftest.py
 
 
 def test_paper_params_are_the_papers_classification_protocol():
@@ -71,14 +64,13 @@ def test_effects_are_paired_differences_over_seeds():
     assert eff["t2-s2m-gauss-5way-level"].value == pytest.approx(mod.accuracy(res, "gauss", 5, "gauss").value - 0.985)
 
 
-@pytest.mark.skipif(_omniglot_zip() is None, reason="images_background_small1.zip not found: set "
-                                                    "STUDYLIB_OMNIGLOT_ZIP or provide ../shared/data/omniglot/")
+@needs_omniglot
 def test_set2model_trained_on_real_omniglot_classifies_by_likelihood_above_chance(tmp_path, monkeypatch):
     """The paper's data path (rotations as classes, Vinyals split, |X| = 5, |Z+| = 15, |Z-| = 20, 3 tuples per
     batch) through the real reader; a small S2M-Gauss network trained for a few steps; 5-shot 5- and 20-way
     likelihood classification of unseen characters must clearly beat chance."""
     monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path / "cache"))
-    p = load_params(mod.Params, mod.NOTEBOOK, "paper", data_root=str(_omniglot_zip()), hidden=16, epochs=1,
+    p = load_params(mod.Params, mod.NOTEBOOK, "paper", data_root=str(OMNIGLOT_ZIP), hidden=16, epochs=1,
                     batches_per_epoch=80, eval_episodes=10, seeds=[0], train_models=["gauss"], device="cpu")
     ds = mod.load_data(p)
     assert ds["train"].num_classes % 4 == 0 and ds["test"].num_classes % 4 == 0  # every character in 4 rotations

@@ -23,6 +23,7 @@ from studylib.methods.spe import SPEMethod
 from studylib.models import build_backbone
 from studylib.training.loop import TrainConfig, lr_factor
 from studylib.training.runstore import RunStore
+from conftest import OMNIGLOT_ZIP, needs_omniglot  # tests/conftest.py
 
 
 # ------------------------------------------------------------------------------------------------ alignment
@@ -243,21 +244,10 @@ def test_lshapes_is_registered_and_the_synthetic_pipeline_runs():
 
 # ------------------------------------------------------------------------------------------ real Omniglot
 
-def _omniglot_zip():
-    import os
-    from pathlib import Path
-    env = os.environ.get("STUDYLIB_OMNIGLOT_ZIP")
-    candidates = [Path(env)] if env else []
-    candidates.append(Path(__file__).resolve().parents[2].parent / "shared" / "data" / "omniglot"
-                      / "images_background_small1.zip")
-    return next((p for p in candidates if p.is_file()), None)
-
-
-@pytest.mark.skipif(_omniglot_zip() is None, reason="images_background_small1.zip not found: set "
-                                                    "STUDYLIB_OMNIGLOT_ZIP or provide ../shared/data/omniglot/")
+@needs_omniglot
 def test_paper_parameters_run_on_the_real_omniglot_reader():
     """The paper's data path (rotations, Vinyals split) through a one-step PN and SPE run, tested 5-way."""
-    p = load_params(so.Params, so.NOTEBOOK, "paper", data_root=str(_omniglot_zip()), epochs=1, batches_per_epoch=1,
+    p = load_params(so.Params, so.NOTEBOOK, "paper", data_root=str(OMNIGLOT_ZIP), epochs=1, batches_per_epoch=1,
                     train_ways=5, hidden=4, val_episodes=0, eval_episodes=4, eval_samples=4, halve_every=None, patience=None)
     for kind in ("pn", "spe"):
         out = run_spec(so.make_spec(p, kind, 2), progress=False)

@@ -11,8 +11,6 @@ training violation flat at 0.155 -> 0.140.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import pytest
 import torch
@@ -24,17 +22,9 @@ from studylib.methods.set2model import Set2ModelMethod, likelihood_classifier
 from studylib.models.backbones import Conv4
 
 
-def _find_zip() -> Path | None:
-    env = os.environ.get("STUDYLIB_OMNIGLOT_ZIP")
-    candidates = [Path(env)] if env else []
-    candidates.append(Path(__file__).resolve().parents[2].parent / "shared" / "data" / "omniglot"
-                      / "images_background_small1.zip")
-    return next((p for p in candidates if p.is_file()), None)
+from conftest import OMNIGLOT_ZIP as ZIP, needs_omniglot  # tests/conftest.py
 
-
-ZIP = _find_zip()
-pytestmark = pytest.mark.skipif(ZIP is None, reason="images_background_small1.zip not found: set "
-                                                   "STUDYLIB_OMNIGLOT_ZIP or provide ../shared/data/omniglot/")
+pytestmark = needs_omniglot
 MARGIN = 0.10  # trained - untrained, 5-way 5-shot accuracy on the held-out alphabet (measured: +0.18; before: +0.03)
 
 
