@@ -412,7 +412,9 @@ def run_check(args: argparse.Namespace) -> int:
     for d in (out, work / "logs", work / "notebooks"):
         d.mkdir(parents=True, exist_ok=True)
 
-    env = dict(os.environ, GPU_CHECK_DEVICE=device, PYTHONPATH=str(REPO), STUDYLIB_PROGRESS="0",
+    # this checkout first, then whatever PYTHONPATH already holds (packages carried as wheels with pip --target)
+    path = os.pathsep.join([str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env = dict(os.environ, GPU_CHECK_DEVICE=device, PYTHONPATH=path, STUDYLIB_PROGRESS="0",
                STUDYLIB_CACHE=str(work / "cache"))
     env.setdefault("STUDYLIB_THREADS", "1")
     budget = args.budget if args.budget is not None else BUDGET_S[mode]
