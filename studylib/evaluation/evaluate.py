@@ -83,6 +83,11 @@ def extract_features(fn: Callable[[torch.Tensor], torch.Tensor], images: torch.T
         param = next(iter(module.parameters()), None) if module is not None else None
         device = param.device if param is not None else images.device
     device = torch.device(device)
+    held = {t.device for t in module.parameters()} if module is not None else set()
+    if held and {d.type for d in held} != {device.type}:
+        raise ValueError(f"extract_features: the model's weights are on {', '.join(sorted(map(str, held)))} but "
+                         f"the images go to {device}; move the model first (method.to(device)), or load it with "
+                         f"studylib.experiments.runner.load_trained, which puts it on its run's device")
     cuda = device.type == "cuda"
     if transform is None:
         def transform(x: torch.Tensor) -> torch.Tensor:

@@ -630,11 +630,14 @@ def run_sweep(specs: list[RunSpec], store: RunStore | None = None, progress: boo
     return out
 
 
-def load_trained(outcome: Outcome) -> tuple[Method, Callable[[torch.Tensor], torch.Tensor], FewShotDataset]:
-    """Rebuild a finished run's method with its final weights (for features, figures, OpTA...)."""
+def load_trained(outcome: Outcome, device: torch.device | str | None = None
+                 ) -> tuple[Method, Callable[[torch.Tensor], torch.Tensor], FewShotDataset]:
+    """Rebuild a finished run's method with its final weights (for features, figures, OpTA...), in eval mode on
+    ``device`` (None: the device the run was trained for, ``spec.train.device``; 'auto' is CUDA when present)."""
     spec = outcome.spec
     dataset = spec.data.load()
     method, transform = build_parts(spec, dataset)
     method.load_state_dict(outcome.run.load_tensor("weights.pt"))
+    method.to(get_device(spec.train.device if device is None else device))
     method.eval()
     return method, transform, dataset

@@ -155,3 +155,12 @@ def test_extract_features_matches_direct_forward():
     torch.testing.assert_close(by_method, net(images.float() / 255 - mean_t).detach())
     with pytest.raises(DataError, match="uint8"):
         extract_features(net, images.float())
+
+
+def test_extract_features_refuses_a_model_on_another_device():
+    """The GPU check found it: weights left on the CPU, images sent to CUDA, and bf16 autocast cast only the
+    CUDA input, so the conv failed deep inside with a dtype message. Now a clear error names the fix."""
+    net = _Net().to("meta")
+    images = torch.randint(0, 256, (4, 3, 10, 10), dtype=torch.uint8)
+    with pytest.raises(ValueError, match=r"weights are on meta but the images go to cpu; move the model"):
+        extract_features(net, images, device="cpu", progress=False)

@@ -81,6 +81,9 @@ def test_new_evaluation_protocol_reuses_the_trained_weights(tmp_path, monkeypatc
     assert set(second.result["test"]) == {"knn/1"} and second.accuracies("knn", 1).shape == (30,)
     # The reused weights give what a direct evaluation of the stored weights gives.
     method, transform, dataset = load_trained(second)
+    assert {t.device.type for t in method.parameters()} == {"cpu"}  # the run's device (spec.train.device)
+    on_meta, _, _ = load_trained(second, device="meta")  # another device: every weight goes there
+    assert {t.device.type for t in on_meta.parameters()} == {"meta"} and not on_meta.training
     test, device = dataset["test"], torch.device("cpu")
     feats = features_of(method, test, transform, device)
     mean = features_of(method, dataset["train"], transform, device).mean(0)

@@ -11,7 +11,9 @@ import warnings
 import pytest
 import torch
 
-from studylib.training.loop import ALLOW_INEXACT_RESUME, Diverged, Interrupted, ResumeMismatch, config_dict, train
+from studylib.data.samplers import Batch
+from studylib.training.loop import (ALLOW_INEXACT_RESUME, Diverged, Interrupted, ResumeMismatch, config_dict,
+                                    epoch_to_device, train)
 from studylib.training.runstore import RunStore
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -181,3 +183,25 @@ def test_no_per_step_host_sync_on_the_gpu(tmp_path):
         torch.cuda.set_sync_debug_mode(0)
     syncs = [w for w in seen if "synchroniz" in str(w.message)]
     assert len(syncs) < 24 // 2, len(syncs)  # 24 steps; the old loop synchronised on every one of them
+
+
+def test_an_epoch_goes_to_the_device_in_one_copy_per_field():
+    """epoch_to_device: one concatenated copy per field, cut back into per-batch views of the same sizes and
+    kinds (on the CPU, where no copy is needed, the batches are the same objects). ``meta`` stands in for a GPU."""
+    batches = [Batch(torch.arange(5), torch.tensor([0, 0, 1, 1, 1]), torch.tensor([True, False, True, False, False]),
+                     ways=2, shots=1, queries=1),
+               Batch(torch.arange(5, 8), torch.tensor([1, 0, 1]), torch.tensor([True, True, False]), ways=2, shots=1,
+                     queries=1)]
+    assert all(a is b for a, b in zip(epoch_to_device(batches, torch.device("cpu")), batches))
+    moved = epoch_to_device(batches, torch.device("meta"))
+    assert [len(b) for b in moved] == [5, 3]
+    for b, m in zip(batches, moved):
+        for f in ("indices", "labels", "support"):
+            t, u = getattr(b, f), getattr(m, f)
+            assert u.device.type == "meta" and u.shape == t.shape and u.dtype == t.dtype
+        assert (m.ways, m.shots, m.queries, m.episodes) == (b.ways, b.shots, b.queries, b.episodes)
+    unlabelled = epoch_to_device([Batch(torch.arange(3)), Batch(torch.arange(3, 6))], torch.device("meta"))
+    assert all(b.labels is None and b.support is None for b in unlabelled)
+    with pytest.raises(ValueError, match="mixes batches"):
+        epoch_to_device([Batch(torch.arange(3)), Batch(torch.arange(3), torch.zeros(3, dtype=torch.long))],
+                        torch.device("meta"))
