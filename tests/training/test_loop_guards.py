@@ -171,12 +171,15 @@ def test_tensorboard_scalars_match_the_metrics(tmp_path):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_no_per_step_host_sync_on_the_gpu(tmp_path):
     """With CUDA's sync debug mode, count synchronising calls per added training step: one block read per
-    log_every steps, not one per step (the model, data and optimiser of TinyMethod need none). Counting the
-    difference between a 2-epoch and a 4-epoch run leaves out the fixed costs (weights and checkpoint saved to
-    the CPU at the end), which alone exceed one per step of a short run."""
-    def syncs(epochs: int) -> int:
-        cfg = _cfg(device="cuda", epochs=epochs, batch_size=8, log_every=12, checkpoint_every=1000, amp=False)
-        run = RunStore(tmp_path / str(epochs)).run("r", {})
+    log_every steps, not one per step (the model, data and optimiser of TinyMethod need none). One epoch of 12
+    and one of 36 batches (replacement sampler): the difference leaves out the fixed costs of a run and of an
+    epoch (weights and checkpoint saved to the CPU, the epoch's row), which in short runs exceed one per step.
+    Measured on an H200 (2026-11-26) with 2- and 4-epoch runs of 12 steps each: 30 and 50 synchronising calls,
+    about 10 per epoch and none per step; the loop before that fix made 102 in 24 steps."""
+    def syncs(batches: int) -> int:
+        cfg = _cfg(device="cuda", epochs=1, sampler="replacement", batch_size=8, batches_per_epoch=batches,
+                   log_every=12, checkpoint_every=1000, amp=False, milestones=[])
+        run = RunStore(tmp_path / str(batches)).run("r", {})
         torch.cuda.set_sync_debug_mode("warn")
         try:
             with warnings.catch_warnings(record=True) as seen:
@@ -186,9 +189,9 @@ def test_no_per_step_host_sync_on_the_gpu(tmp_path):
             torch.cuda.set_sync_debug_mode(0)
         return sum("called a synchronizing CUDA operation" in str(w.message) for w in seen)
 
-    short, long = syncs(2), syncs(4)
-    print(f"synchronising calls: {short} in 24 steps, {long} in 48 steps")
-    # 24 more steps: 2 more block reads, 2 epoch ends and state checks; the old loop added at least 3 per step
+    short, long = syncs(12), syncs(36)
+    print(f"synchronising calls: {short} in 12 steps, {long} in 36 steps")
+    # 24 more steps in the same epoch: 2 more block reads (and a state check); per-step syncs would add >= 24
     assert long - short < 24 // 2, (short, long)
 
 
