@@ -13,14 +13,14 @@ More classifiers join the registry with :func:`register_classifier` (see :mod:`.
 
 from studylib.evaluation.classifiers import (CLASSIFIERS, Classifier, get_classifier, knn, nearest_centroid,
                                              pairwise_sq_dists, register_classifier, soft_assignment)
-from studylib.evaluation.episodes import Episodes, sample_episodes
+from studylib.evaluation.episodes import Episodes, episode_seed, sample_episodes
 from studylib.evaluation.evaluate import (EvalResult, cl2n, default_chunk, evaluate, extract_features,
                                           pool_results, results_as_dict)
 
 __all__ = [
     "CLASSIFIERS", "Classifier", "EvalResult", "Episodes", "cl2n", "default_chunk", "evaluate", "extract_features",
     "get_classifier", "knn", "nearest_centroid", "pairwise_sq_dists", "pool_results", "register_classifier",
-    "results_as_dict", "sample_episodes", "soft_assignment",
+    "results_as_dict", "episode_seed", "sample_episodes", "soft_assignment",
 ]
 
 # Method modules register their own classifiers (seed 001: "logreg", "opta", "opta_nearest"); importing the

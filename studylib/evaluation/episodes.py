@@ -83,6 +83,24 @@ class Episodes:
         return torch.arange(self.ways, device=self.query.device).repeat_interleave(self.queries)
 
 
+#: seeds of different training runs' evaluation episodes are this far apart (any base seed below it is distinct)
+EPISODE_SEED_STRIDE = 1_000_003
+
+
+def episode_seed(base: int, train_seed: int) -> int:
+    """The seed of the evaluation episodes of the run trained with ``train_seed`` (issue 19).
+
+    Each training seed is evaluated on its own episodes, so an interval over training seeds carries both sources
+    of noise (training and episode sampling), and methods trained with the same seed share their episodes, so a
+    difference between methods stays paired within a seed. Training seed 0 keeps the base seed's episodes.
+    """
+    if not 0 <= base < EPISODE_SEED_STRIDE:
+        raise ValueError(f"episode base seed must lie in 0..{EPISODE_SEED_STRIDE - 1}, got {base}")
+    if train_seed < 0:
+        raise ValueError(f"training seed must be >= 0, got {train_seed}")
+    return base + EPISODE_SEED_STRIDE * train_seed
+
+
 def sample_episodes(labels: torch.Tensor, ways: int, shots: int, queries: int, num_episodes: int,
                     seed: int = 0, what: str = "split", class_names: Sequence[str] | None = None) -> Episodes:
     """Draw ``num_episodes`` episodes at once, reproducibly from ``seed`` (torch CPU generator).

@@ -8,17 +8,18 @@ is an :class:`Estimate` over training seeds:
 * each seed gives one value (its mean over episodes, or a per-seed effect such as a paired difference);
 * the point estimate is the mean of the per-seed values;
 * its 95% interval is Student's ``t_{0.975, n-1} * s / sqrt(n)`` over the ``n`` seeds (``s`` their sample
-  standard deviation). It carries the training-seed noise only: every seed is evaluated on the SAME episodes
-  (``EvalSpec.seed`` is fixed), so the sampling of the episodes is held fixed, not averaged over; the episode
-  noise is reported beside it (:attr:`Estimate.episode_ci95`), not inside it;
+  standard deviation). It carries both sources of noise: each training seed is evaluated on episodes of its
+  own (:func:`studylib.evaluation.episode_seed`), so the seed-to-seed spread holds the training run's noise
+  and the episode sampling's. Each seed's CI over its episodes is also reported (:attr:`Estimate.episode_ci95`:
+  the evaluation noise alone);
 * :func:`p_value` is the t-test behind that interval and :func:`bh_qvalues` adjusts a family of them
   (Benjamini-Hochberg), as ``figures/claims.md`` does over the directional claims of one scale;
 * with one seed the only uncertainty available is the episodes': ``1.96 * std / sqrt(E)`` (seed 000,
   Sec. 3.1). :mod:`studylib.evaluation.verdicts` never calls a difference reproduced from one seed.
 
-Differences between two methods are measured **paired**: both models are evaluated on the same episodes
-(the evaluator draws them from a fixed seed), so the per-episode difference cancels the episode-difficulty
-noise, and seed ``i`` of one method is paired with seed ``i`` of the other.
+Differences between two methods are measured **paired**: seed ``i`` of one method is paired with seed ``i`` of
+the other, and both are evaluated on the episodes of training seed ``i``, so the per-episode difference
+cancels the episode difficulty within a seed while the seeds' spread still carries the episode sampling.
 """
 
 from __future__ import annotations
@@ -146,7 +147,8 @@ def paired_difference(a: Sequence[torch.Tensor | np.ndarray], b: Sequence[torch.
     """``A - B`` over seeds, each seed's value the mean per-episode difference on the episodes both share.
 
     ``a[i]`` and ``b[i]`` are the ``[E]`` per-episode accuracies of seed ``i`` of two models evaluated on the
-    same episodes (same evaluation seed and split), so the episode difficulty cancels.
+    same episodes (those of training seed ``i``: same base seed, split and protocol), so the episode difficulty
+    cancels.
     """
     ra, rb = _per_seed(a), _per_seed(b)
     if len(ra) != len(rb):

@@ -16,8 +16,8 @@ MN 1-shot (= row 4), MN 5-shot (= row 6) and MN without S/Q (= row 3), evaluated
 Because those MN models *are* PN-table models, the MN table is the same runs under another classifier, not an
 independent replication; its claims are listed separately because Appendix H states them separately.
 
-Every row is trained once per seed of ``p.seeds`` and evaluated on the same episodes (evaluation seed 0), so each
-claim is a paired per-episode difference, averaged per seed, with a 95% interval over the seeds
+Every row is trained once per seed of ``p.seeds``; the rows of a seed are evaluated on that seed's episodes
+(:func:`~studylib.evaluation.episode_seed`), so each claim is a paired per-episode difference, averaged per seed, with a 95% interval over the seeds
 (:mod:`studylib.evaluation.stats`); verdicts follow :mod:`studylib.evaluation.verdicts`.
 """
 

@@ -25,7 +25,7 @@ import torch
 
 from studylib.config import param
 from studylib.data.base import ImageSplit
-from studylib.evaluation import evaluate
+from studylib.evaluation import episode_seed, evaluate
 from studylib.evaluation.evaluate import EvalResult
 from studylib.evaluation.logreg import logreg_classifier
 from studylib.experiments.common import BACKBONES, DataParams, data_spec, load_data
@@ -40,7 +40,7 @@ from studylib.training.runstore import Run, RunStore
 from studylib.utils import config_hash, get_device, mean_ci95
 
 SNAPSHOT = "snapshot-e{:03d}.pt"
-EVAL_SEED = 0  # every training seed is evaluated on the episodes drawn from this seed (paired differences)
+EVAL_SEED = 0  # base seed of the episodes; training seed s draws episode_seed(EVAL_SEED, s) (paired within s)
 
 
 @dataclass
@@ -138,8 +138,8 @@ def beclr_spec(p: BeclrParams, train_images: int, label: str = "dyce", seed: int
     ``adapt_epochs`` is converted to DyCE's ``adapt_steps`` (it counts updates, one per training step); the
     learning rate is ``lr * B / 256``. ``label`` names the run folder (``beclr001-<label>-<hash>``); the hash
     covers everything else, so two notebooks asking for the same configuration share one run. ``seed`` is the
-    training seed (default: the first of ``p.seeds``); the evaluation episodes always come from
-    :data:`EVAL_SEED`.
+    training seed (default: the first of ``p.seeds``); the evaluation episodes come from
+    ``episode_seed(EVAL_SEED, seed)``.
     """
     seed = p.seeds[0] if seed is None else seed
     steps = steps_per_epoch(p, train_images)
@@ -291,20 +291,22 @@ def inference_classifiers(p: BeclrParams) -> dict[str, Callable[[torch.Tensor, t
     return {"logreg": logreg_standardized, "opta": opta_for(p)}
 
 
-def evaluate_features(p: BeclrParams, feats: torch.Tensor, labels: torch.Tensor,
+def evaluate_features(p: BeclrParams, feats: torch.Tensor, labels: torch.Tensor, train_seed: int,
                       classifiers: dict[str, Callable] | None = None, ways: int | None = None,
                       shots: Sequence[int] | None = None) -> dict[tuple[str, int], EvalResult]:
-    """:func:`~studylib.evaluation.evaluate` with and without OpTA on ``p``'s episodes (no CL2N: OpTA's
+    """:func:`~studylib.evaluation.evaluate` with and without OpTA on ``p``'s episodes of the run trained with
+    ``train_seed`` (``episode_seed(EVAL_SEED, train_seed)``: every run of a seed shares them; no CL2N: OpTA's
     standardisation replaces it)."""
     return evaluate(feats, labels, ways=ways or p.eval_ways, shots=list(shots or p.eval_shots),
                     queries=p.eval_queries, episodes=p.eval_episodes,
-                    classifier=classifiers or inference_classifiers(p), seed=EVAL_SEED)
+                    classifier=classifiers or inference_classifiers(p), seed=episode_seed(EVAL_SEED, train_seed))
 
 
 def _eval_key(p: BeclrParams, extra: dict[str, Any] | None = None) -> str:
     keys = ("eval_ways", "eval_shots", "eval_queries", "eval_episodes", "eval_split", "opta_passes_1shot",
             "opta_passes_kshot", "opta_epsilon")
-    return config_hash({**{k: getattr(p, k) for k in keys}, "eval_seed": EVAL_SEED, **(extra or {})})
+    return config_hash({**{k: getattr(p, k) for k in keys}, "eval_seed": EVAL_SEED,
+                        "episode_seeds": "per training seed", **(extra or {})})
 
 
 def checkpoint_curve(p: BeclrParams, outcome: Outcome, include_init: bool = True
@@ -331,18 +333,20 @@ def checkpoint_curve(p: BeclrParams, outcome: Outcome, include_init: bool = True
     if include_init:
         fresh, _ = build_parts(outcome.spec, dataset)
         fresh.to(device)
-        out[0] = evaluate_features(p, features_of(fresh, split, transform, device), split.labels)
+        out[0] = evaluate_features(p, features_of(fresh, split, transform, device), split.labels,
+                                   outcome.spec.train.seed)
     for epoch in snapshot_epochs(outcome):
         method.backbone.load_state_dict(load_snapshot(outcome, epoch)["backbone"])
-        out[epoch] = evaluate_features(p, features_of(method, split, transform, device), split.labels)
+        out[epoch] = evaluate_features(p, features_of(method, split, transform, device), split.labels,
+                                       outcome.spec.train.seed)
     outcome.run.save_tensor(cache, {str(e): {f"{c}/{s}": r.accuracies for (c, s), r in per.items()}
                                     for e, per in out.items()})
     return out
 
 
 def final_eval(p: BeclrParams, outcome: Outcome) -> dict[tuple[str, int], EvalResult]:
-    """Few-shot accuracy of the final weights with and without OpTA on ``p``'s episodes (seed
-    :data:`EVAL_SEED`); cached in the run folder (``final-<hash of the evaluation settings>.pt``)."""
+    """Few-shot accuracy of the final weights with and without OpTA on ``p``'s episodes of the run's training
+    seed; cached in the run folder (``final-<hash of the evaluation settings>.pt``)."""
     cache = f"final-{_eval_key(p)}.pt"
     meta = dict(ways=p.eval_ways, queries=p.eval_queries)
     if outcome.run.has(cache):
@@ -350,7 +354,7 @@ def final_eval(p: BeclrParams, outcome: Outcome) -> dict[tuple[str, int], EvalRe
         return {(c, int(s)): EvalResult.from_accuracies(a, classifier=c, shots=int(s), **meta)
                 for (c, s), a in ((k.split("/"), v) for k, v in saved.items())}
     feats, labels, _ = final_features(outcome, p.eval_split)
-    out = evaluate_features(p, feats, labels)
+    out = evaluate_features(p, feats, labels, outcome.spec.train.seed)
     outcome.run.save_tensor(cache, {f"{c}/{s}": r.accuracies for (c, s), r in out.items()})
     return out
 

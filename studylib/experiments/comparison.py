@@ -19,7 +19,7 @@ nearest centroid" are one model, so their 1-shot numbers are identical by constr
 62.55 twice). No claim rests on them. Likewise the MN and PN 1-shot rows with Snell et al.'s episodes are one
 trained model.
 
-Every model is trained once per seed of ``p.seeds`` and evaluated on the same episodes (evaluation seed 0);
+Every model is trained once per seed of ``p.seeds``; the models of a seed share that seed's evaluation episodes;
 comparisons are paired per-episode differences, averaged per seed, with a 95% interval over seeds.
 """
 

@@ -8,8 +8,9 @@ it:
   scale may cut marked ``cut=True`` (epochs, evaluation episodes, seeds, ...), three training seeds by default,
   and two cuts of the check scale that the common schema lacks: ``max_steps`` (stop each run after that many
   optimiser steps) and ``eval_mean_images`` (CL2N centre from a fixed subset of training images);
-* :func:`specs` / :func:`run`: every variant for every seed, through the run store; every model of every seed
-  is evaluated on the same episodes (evaluation seed 0), so differences are paired;
+* :func:`specs` / :func:`run`: every variant for every seed, through the run store; the models of a training
+  seed are evaluated on that seed's episodes (:func:`~studylib.evaluation.episode_seed`), so differences are
+  paired within a seed and the interval over seeds carries the episode sampling too;
 * :func:`accuracy` / :func:`difference`: :class:`~studylib.evaluation.stats.Estimate` s over the training seeds
   (a paired per-episode difference for two models).
 """
@@ -83,7 +84,7 @@ def accuracy(outcomes: Sequence[Outcome], classifier: str, shots: int) -> stats.
 
 def difference(a: Sequence[Outcome], b: Sequence[Outcome], classifier: str, shots: int,
                classifier_b: str | None = None) -> stats.Estimate:
-    """``A - B`` over seeds, paired per episode (seed ``i`` of A with seed ``i`` of B, the same episodes)."""
+    """``A - B`` over seeds, paired per episode (seed ``i`` of A with seed ``i`` of B, on seed ``i``'s episodes)."""
     return stats.paired_difference([o.accuracies(classifier, shots) for o in a],
                                    [o.accuracies(classifier_b or classifier, shots) for o in b])
 

@@ -109,12 +109,13 @@ def episode_figure(ep: dict[str, Any], neighbors: int = 10, seed: int = 0, title
 
 
 def fig8_results(p: Params, outcomes: list[Outcome]) -> list[dict]:
-    """Per seed: accuracy without / with OpTA over ``eval_episodes`` episodes of Fig. 8's shape (same episodes
-    for every seed)."""
+    """Per seed: accuracy without / with OpTA over ``eval_episodes`` episodes of Fig. 8's shape (each training
+    seed its own episodes)."""
     out = []
     for o in outcomes:
         feats, labels, _ = final_features(o, p.eval_split)
-        out.append(evaluate_features(p, feats, labels, ways=p.episode_ways, shots=[p.episode_shots]))
+        out.append(evaluate_features(p, feats, labels, o.spec.train.seed, ways=p.episode_ways,
+                                     shots=[p.episode_shots]))
     return out
 
 
@@ -203,7 +204,7 @@ def table4_results(p: Params, runs: dict[str, list[Outcome]]) -> dict[str, list[
             device = get_device(o.spec.train.device)
             split = dataset[p.eval_split]
             feats = features_of(method.to(device), split, transform, device).cpu()
-            out[name].append(evaluate_features(p, feats, split.labels))
+            out[name].append(evaluate_features(p, feats, split.labels, o.spec.train.seed))
     return out
 
 

@@ -84,7 +84,7 @@ def run(p: Params, progress: bool = True) -> list[Outcome]:
 
 
 def accuracy(outcomes: list[Outcome], classifier: str, shots: int) -> stats.Estimate:
-    """Test accuracy over the seeds (each seed's mean over the same episodes)."""
+    """Test accuracy over the seeds (each seed's mean over its own episodes)."""
     return stats.accuracy([o.accuracies(classifier, shots) for o in outcomes])
 
 

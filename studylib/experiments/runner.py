@@ -116,7 +116,7 @@ class EvalSpec:
     val_episodes: int = 300
     val_shots: int = 1
     val_classifier: str = "nearest_centroid"
-    seed: int = 0
+    seed: int = 0  # base seed of the test episodes; each training seed draws its own (episodes.episode_seed)
     mean_images: int | None = None  # CL2N centre from a fixed subset of this many training images (None: all)
 
     def check(self) -> None:
@@ -155,7 +155,7 @@ class EvalSpec:
         """The final evaluation's protocol (order-free: every shot count and classifier sees the same episodes)."""
         d = {"ways": self.ways, "shots": sorted(set(self.shots)), "queries": self.queries,
              "episodes": self.episodes, "classifiers": sorted(set(self.classifiers)), "cl2n": self.cl2n,
-             "split": self.split, "seed": self.seed}
+             "split": self.split, "seed": self.seed, "episode_seeds": "per training seed"}
         return d if self.mean_images is None else {**d, "mean_images": self.mean_images}
 
 
@@ -548,7 +548,7 @@ def run_spec(spec: RunSpec, store: RunStore | None = None, stop_after: int | Non
 
 def _train_and_evaluate(spec: RunSpec, store: RunStore, run: Run, dataset: FewShotDataset, stop_after: int | None,
                         progress: bool | None) -> Outcome:
-    from studylib.evaluation import evaluate
+    from studylib.evaluation import episode_seed, evaluate
     ev_run = run.child("eval", spec.eval_config())
     method, transform = build_parts(spec, dataset)
     device = get_device(spec.train.device)
@@ -567,8 +567,8 @@ def _train_and_evaluate(spec: RunSpec, store: RunStore, run: Run, dataset: FewSh
     mean = features_of(method, mean_subset(dataset["train"], spec.eval.mean_images), transform,
                        device).mean(0) if spec.eval.cl2n else None
     res = evaluate(feats, test.labels, ways=spec.eval.ways, shots=list(spec.eval.shots), queries=spec.eval.queries,
-                   episodes=spec.eval.episodes, classifier=list(spec.eval.classifiers), seed=spec.eval.seed,
-                   train_mean=mean)
+                   episodes=spec.eval.episodes, classifier=list(spec.eval.classifiers),
+                   seed=episode_seed(spec.eval.seed, spec.train.seed), train_mean=mean)
     bad = [f"{c}/{s}" for (c, s), r in res.items() if not (math.isfinite(r.mean) and math.isfinite(r.ci95))]
     if bad:
         raise FloatingPointError(f"the evaluation of run {run.path.name} gave non-finite accuracies for {bad}; "

@@ -44,7 +44,7 @@ import numpy as np
 import torch
 
 from studylib.config import param
-from studylib.evaluation import extract_features, stats
+from studylib.evaluation import episode_seed, extract_features, stats
 from studylib.evaluation.retrieval import average_precision, retrieval_tasks, svm_negatives
 from studylib.evaluation.verdicts import Claim, Expectation
 from studylib.experiments.claims import ClaimsTable
@@ -58,7 +58,7 @@ from studylib.utils import config_hash, get_device
 
 NOTEBOOK = "11_set2model"
 TASKS = ("plain", "noisy", "polysemous")
-EVAL_VERSION = 2  # bump when the retrieval evaluation changes, so cached results are recomputed
+EVAL_VERSION = 3  # 3: tasks drawn per training seed; bump when the retrieval evaluation changes, so cached results are recomputed
 
 
 @dataclass
@@ -278,13 +278,15 @@ def retrieval_eval(p: Params, outcome: Outcome, model: str) -> dict[str, torch.T
             feats = torch.nn.functional.normalize(feats, dim=-1)
         labels = test.labels.to(feats.device)
         out: dict[str, torch.Tensor] = {}
+        # each training seed draws its own tasks; the networks of one seed share them (paired)
+        task_seed = episode_seed(0, outcome.spec.train.seed)
         for task, kw in task_settings(p).items():
             merge = kw["merge"]
             classes = int(torch.unique(labels).numel())
             tasks = retrieval_tasks(labels, p.eval_set_size, concepts=p.eval_draws * (classes // merge),
-                                    noise=kw["noise"], merge=merge, seed=0)
+                                    noise=kw["noise"], merge=merge, seed=task_seed)
             sets = feats[tasks.sets]
-            svm_neg = svm_negatives(tasks, labels, 2 * p.eval_set_size, seed=0)
+            svm_neg = svm_negatives(tasks, labels, 2 * p.eval_set_size, seed=task_seed)
             svm_valid = tasks.valid.clone()
             svm_valid.scatter_(1, svm_neg, False)  # the SVM's training negatives are not ranked
             for score in eval_scores(p):

@@ -35,7 +35,7 @@ import torch
 from studylib import plots
 from studylib.config import param
 from studylib.data.base import FewShotDataset
-from studylib.evaluation import evaluate, extract_features, stats
+from studylib.evaluation import episode_seed, evaluate, extract_features, stats
 from studylib.evaluation.classifiers import nearest_centroid
 from studylib.evaluation.verdicts import Claim, Expectation
 from studylib.experiments.claims import ClaimsTable
@@ -49,7 +49,7 @@ from studylib.utils import get_device
 NOTEBOOK = "12_set2model_omniglot"
 MODELS = ("gauss", "gmm", "avg")
 CLASSIFIERS = ("gauss", "gmm", "avg", "centroid")
-EVAL_VERSION = 1  # bump when the evaluation changes, so cached results are recomputed
+EVAL_VERSION = 2  # 2: episodes drawn per training seed; bump when the evaluation changes, so cached results are recomputed
 EVAL_CHUNK = 20  # episodes per classifier call: fixed, so the GMM's k-means++ draws do not depend on threads
 
 # Seed 003, Table 2: 5-shot classification accuracy on Omniglot.
@@ -203,7 +203,7 @@ def classifiers(p: Params) -> dict[str, Any]:
 
 def classify(p: Params, outcome: Outcome) -> dict[str, torch.Tensor]:
     """``{"<ways>way/<classifier>": [E] per-episode accuracy}`` of one network on the test split, the same
-    episodes (seed 0) for every network; cached in the run's folder under a hash of the protocol."""
+    episodes for every network of a training seed (each seed its own: episodes.episode_seed); cached in the run's folder under a hash of the protocol."""
     config = {"ways": list(p.eval_ways), "shots": p.eval_shots, "queries": p.eval_queries,
               "episodes": p.eval_episodes, "components": p.components, "var_floor": p.var_floor,
               "classifiers": list(CLASSIFIERS), "chunk": EVAL_CHUNK, "v": EVAL_VERSION}
@@ -215,7 +215,8 @@ def classify(p: Params, outcome: Outcome) -> dict[str, torch.Tensor]:
         out = {}
         for w in p.eval_ways:
             res = evaluate(feats, test.labels.to(feats.device), ways=w, shots=p.eval_shots, queries=p.eval_queries,
-                           episodes=p.eval_episodes, classifier=classifiers(p), seed=0, train_mean=None,
+                           episodes=p.eval_episodes, classifier=classifiers(p),
+                           seed=episode_seed(0, outcome.spec.train.seed), train_mean=None,
                            chunk=EVAL_CHUNK)
             for (name, _), r in res.items():
                 out[f"{w}way/{name}"] = r.accuracies
@@ -230,7 +231,7 @@ def evaluate_all(p: Params, outcomes: dict[str, list[Outcome]]) -> dict[str, lis
 
 
 def accuracy(res: dict[str, list[dict[str, torch.Tensor]]], model: str, ways: int, clf: str) -> stats.Estimate:
-    """Accuracy over seeds (each seed's mean over the same episodes) with its 95% interval."""
+    """Accuracy over seeds (each seed's mean over its own episodes) with its 95% interval."""
     return stats.accuracy([r[f"{ways}way/{clf}"] for r in res[model]])
 
 

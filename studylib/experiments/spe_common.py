@@ -22,7 +22,7 @@ from typing import Any, Callable
 import torch
 
 from studylib.data.base import FewShotDataset
-from studylib.evaluation import evaluate, extract_features, get_classifier
+from studylib.evaluation import episode_seed, evaluate, extract_features, get_classifier
 from studylib.experiments.runner import EvalSpec, Outcome, load_trained
 from studylib.methods.base import Method
 from studylib.methods.spe import SPEMethod
@@ -109,11 +109,14 @@ def few_shot_accuracies(outcome: Outcome, ways: list[int], shots: list[int], que
 
     SPE: naive sampler with ``samples`` samples per query (seed 002 Sec. 3: 200), fixed noise seed, on
     ``mu || var`` features, no CL2N. PN: nearest centroid on raw features. Episodes: ``episodes`` per ways,
-    drawn with ``seed`` (the same for every model, so models are compared on identical episodes); all shot
-    counts share them (:func:`studylib.evaluation.evaluate`). Cached in the run's folder.
+    drawn from ``seed`` and the run's training seed (:func:`~studylib.evaluation.episode_seed`: every model of a
+    training seed sees the same episodes, so models are compared paired, and each training seed its own, so an
+    interval over seeds covers episode sampling); all shot counts share them
+    (:func:`studylib.evaluation.evaluate`). Cached in the run's folder.
     """
     config = {"ways": list(ways), "shots": list(shots), "queries": queries, "episodes": episodes, "split": split,
-              "seed": seed, "samples": samples, "v": 1}
+              "seed": seed, "samples": samples, "v": 2}  # 2: episodes per training seed
+    seed = episode_seed(seed, outcome.spec.train.seed)
 
     def compute() -> dict[str, torch.Tensor]:
         method, transform, dataset = loaded or load_for_evaluation(outcome)

@@ -98,3 +98,15 @@ def test_too_small_classes_are_named_with_their_counts():
     with pytest.raises(DataError, match=r"smallest class of the test split has 1; 1 of its 4 classes holds fewer than 16 "
                                         r"images: 'Greek/alpha' \(1\)\. Fix: a class needs at least 2 images"):
         sample_episodes(labels, 3, 1, 15, 10, what="test split", class_names=["a", "Greek/alpha", "b", "c"])
+
+
+def test_episode_seed_per_training_seed():
+    """Training seed 0 keeps the base seed; different (base, training seed) pairs never share a seed."""
+    from studylib.evaluation.episodes import EPISODE_SEED_STRIDE, episode_seed
+    assert episode_seed(0, 0) == 0 and episode_seed(7, 0) == 7
+    seen = {episode_seed(b, s) for b in (0, 1, 2, EPISODE_SEED_STRIDE - 1) for s in range(5)}
+    assert len(seen) == 20
+    with pytest.raises(ValueError, match="base seed"):
+        episode_seed(EPISODE_SEED_STRIDE, 0)
+    with pytest.raises(ValueError, match="training seed"):
+        episode_seed(0, -1)

@@ -304,3 +304,23 @@ def test_waiting_for_a_foreign_lock_ends_when_it_goes_stale(tmp_path, monkeypatc
     assert 1.2 < time.time() - t0 and out.run.finished
     assert capfd.readouterr().err.count("waiting for run") == 1
     assert not list((store.root / ".locks").glob("*.json"))  # released
+
+
+def test_each_training_seed_is_evaluated_on_its_own_episodes(tmp_path):
+    """Issue 19: the test episodes of a run come from episode_seed(eval seed, training seed), so an interval over
+    training seeds carries the episode sampling too; seed 0 keeps the base seed's episodes."""
+    from studylib.evaluation import episode_seed
+    store = RunStore(tmp_path)
+    out = run_spec(_with_eval(_spec(seed=1, epochs=1), shots=[1], episodes=40, classifiers=["nearest_centroid"]),
+                   store, progress=False)
+    method, transform, dataset = load_trained(out)
+    test, device = dataset["test"], torch.device("cpu")
+    feats = features_of(method, test, transform, device)
+    mean = features_of(method, dataset["train"], transform, device).mean(0)
+
+    def accs(seed: int) -> torch.Tensor:
+        return evaluate(feats, test.labels, ways=5, shots=[1], queries=15, episodes=40,
+                        classifier=["nearest_centroid"], seed=seed, train_mean=mean)[("nearest_centroid", 1)].accuracies
+    stored = out.accuracies("nearest_centroid", 1)
+    assert torch.equal(accs(episode_seed(0, 1)).cpu(), stored)
+    assert not torch.equal(accs(0).cpu(), stored)  # not the episodes every seed used to share
