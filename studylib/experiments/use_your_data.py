@@ -4,6 +4,11 @@ Not a reproduction: it shows the day-to-day path a user takes with their own dat
 (the smoke scale) the notebook first writes a small example folder (``<class>/<image>.png``) itself; point
 ``data_root`` at your own ``root/<class>/*`` folder to use yours (``split='random'``: a seeded class-disjoint
 split; ``'given'``: ``root/{train,val,test}/<class>/``; ``'alphabet'``: ``root/<superclass>/<class>/``).
+
+The comparison (:func:`compare`, :func:`comparison_table`) trains every method of the study on the folder,
+each with its own objective and optimiser (:func:`method_recipe`) on the same backbone, epochs and training
+seeds, and evaluates all of them on the same test episodes (:func:`eval_spec`); a method that cannot train on
+the folder gets its reason (:func:`cannot_run`) instead of a silent drop.
 """
 
 from __future__ import annotations
