@@ -490,5 +490,5 @@ def demo_summary(p: Params, pred: Any, truth: list[str], outcomes: list[Outcome]
 
 
 __all__ = ["Params", "NOTEBOOK", "run", "claims", "reference_values", "write_example_folder", "new_images",
-           "results_table", "load_data", "data_root", "decode_mode", "demo_summary", "binomial_range", "compare", "comparison_table",
-           "method_recipe", "cannot_run", "method_note", "eval_spec", "COMPARE_METHODS", "METHOD_LABELS"]
+           "results_table", "load_data", "data_root", "decode_mode", "demo_summary", "binomial_range", "compare",
+           "comparison_table", "method_recipe", "cannot_run", "method_note", "eval_spec", "COMPARE_METHODS", "METHOD_LABELS"]
