@@ -631,15 +631,17 @@ def _refuse_one_image_classes(counts: Sequence[int], dataset: str, where: Path |
                         f"classes one level up")
 
 
-def _refuse_split_named(names: Sequence[str], dataset: str, where: Path, what: str) -> None:
+def _refuse_split_named(names: Iterable[str], dataset: str, where: Path, what: str, other: str = "point data_root "
+                        "at one of them") -> None:
     """Refuse two or more ``what`` folders named as splits (a folder already split into train/val/test); warn for
-    one (a class may be called "test", but it usually is a split)."""
+    one (a class may be called "test", but it usually is a split). ``other``: the fix besides split='given'."""
     named = _split_named(names)
     if len(named) >= 2:
+        plural = what[:-1] + "ies" if what.endswith("y") else what + ("es" if what.endswith("s") else "s")
         raise DataError(f"{dataset}: the {what} folders {', '.join(named)} under {where} are named as splits, not "
-                        f"{what}es: this folder is already split. Use data='folder' with split='given' and "
-                        f"<root>/train/<class>/, <root>/val/<class>/ and <root>/test/<class>/ (add the missing "
-                        f"split folder), or point data_root at one of them")
+                        f"{plural}: this folder is already split. Read it with data='folder' and split='given' "
+                        f"(<root>/train/<class>/, <root>/val/<class>/ and <root>/test/<class>/; add the missing "
+                        f"split folder), or {other}")
     if named:
         warnings.warn(f"{dataset}: the {what} folder {named[0]} under {where} is named like a split; if it holds "
                       f"a split of the data rather than one {what}, use split='given' "
@@ -1425,12 +1427,8 @@ def _refuse_omniglot_lookalikes(listing: list[tuple[str, str, str, _OmniSource, 
     runs = _one_shot_runs(children)
     if runs:
         raise _one_shot_runs_error("omniglot", root, runs)
-    named = _split_named(children)
-    if len(named) >= 2:
-        raise DataError(f"omniglot: the alphabet folders {', '.join(named)} under {root} are named as splits: this "
-                        f"folder is already split into <split>/<class>/<image>. Read it with data='folder' and "
-                        f"split='given' (<root>/train/<class>/, val/, test/), or point data_root at Omniglot's "
-                        f"<alphabet>/<character>/<image>.png folders")
+    _refuse_split_named(children, "omniglot", root, "alphabet",
+                        "point data_root at Omniglot's <alphabet>/<character>/<image>.png folders")
     _refuse_one_image_classes([len(fs) for *_, fs in listing], "omniglot", root, "character")
 
 

@@ -4,6 +4,11 @@ Not a reproduction: it shows the day-to-day path a user takes with their own dat
 (the smoke scale) the notebook first writes a small example folder (``<class>/<image>.png``) itself; point
 ``data_root`` at your own ``root/<class>/*`` folder to use yours (``split='random'``: a seeded class-disjoint
 split; ``'given'``: ``root/{train,val,test}/<class>/``; ``'alphabet'``: ``root/<superclass>/<class>/``).
+
+The comparison (:func:`compare`, :func:`comparison_table`) trains every method of the study on the folder,
+each with its own objective and optimiser (:func:`method_recipe`) on the same backbone, epochs and training
+seeds, and evaluates all of them on the same test episodes (:func:`eval_spec`); a method that cannot train on
+the folder gets its reason (:func:`cannot_run`) instead of a silent drop.
 """
 
 from __future__ import annotations
@@ -24,8 +29,13 @@ from studylib.training.loop import TrainConfig
 
 NOTEBOOK = "90_use_your_data"
 CLASSIFIERS = ("nearest_centroid", "soft_assignment")
-# Methods the notebook can compare on your folder (seed 000's three; the others need their own protocols).
-COMPARE_METHODS = ("nca", "pn", "mn")
+# Every method of the study, compared on your folder: seed 000's NCA, PN and MN, SPE (seed 002), Set2Model (seed
+# 003), InfoPatch (seed 004) and BECLR without labels (seed 001).
+COMPARE_METHODS = ("nca", "pn", "mn", "spe", "set2model", "infopatch", "beclr")
+EPISODIC_METHODS = ("pn", "mn", "spe", "set2model", "infopatch")  # the others train on shuffled batches
+METHOD_LABELS = {"nca": "NCA (000)", "pn": "PN (000)", "mn": "MN (000)", "spe": "SPE (002)",
+                 "set2model": "Set2Model S2M-Gauss (003)", "infopatch": "InfoPatch (004)",
+                 "beclr": "BECLR, no labels (001)"}
 
 
 # PIL modes of single-channel images: a folder of these is read in grayscale by image_mode='auto'.
@@ -71,14 +81,18 @@ class Params:
     eval_mean_images: int | None = param(None, ge=1, help="CL2N centre from this many training images (None: all)",
                                          cut=True)
     seeds: list[int] = param([0, 1, 2], help="training seeds", cut=True)
-    compare: list[str] = param(["nca", "pn", "mn"], help="methods trained on the same folder and compared on the "
-                                                         "same test episodes: nca (shuffled batches of batch_size), "
-                                                         "pn and mn (episodes of episode_ways x (episode_shots + "
-                                                         "episode_queries) images); [] skips the comparison",
-                               cut=True)
-    episode_ways: int = param(5, ge=2, help="pn, mn: classes per training episode")
-    episode_shots: int = param(1, ge=1, help="pn, mn: support images per class in a training episode")
-    episode_queries: int = param(5, ge=1, help="pn, mn: query images per class in a training episode")
+    compare: list[str] = param(list(COMPARE_METHODS), choices=COMPARE_METHODS,
+                               help="methods trained on the same folder and compared on the same test episodes "
+                                    "(default: every method of the study): nca (shuffled batches of batch_size), "
+                                    "pn, mn, spe, set2model, infopatch (episodes of episode_ways x (episode_shots "
+                                    "+ episode_queries) images), beclr (no labels: two augmented views of "
+                                    "batch_size images); [] skips the comparison", cut=True)
+    episode_ways: int = param(5, ge=2, help="episodic methods (pn, mn, spe, set2model, infopatch): classes per "
+                                            "training episode")
+    episode_shots: int = param(1, ge=1, help="episodic methods: support images per class in a training episode "
+                                             "(set2model: at least 2, a Gaussian is fitted to them)")
+    episode_queries: int = param(5, ge=1, help="episodic methods: query images per class in a training episode")
+    spe_dim: int = param(16, ge=1, help="spe: dimension d of the Gaussian embedding (a 2d-output last layer)")
     device: str = param("auto", help="'auto' (CUDA when present), 'cpu' or 'cuda'")
 
     def check(self) -> None:
@@ -87,6 +101,8 @@ class Params:
         unknown = [m for m in self.compare if m not in COMPARE_METHODS]
         if unknown:
             raise ParamError(f"compare={self.compare} names {unknown}; allowed: {', '.join(COMPARE_METHODS)}")
+        if len(set(self.compare)) != len(self.compare):
+            raise ParamError(f"compare={self.compare} names a method twice; name each once")
         fr = self.split_fractions
         if len(fr) != 3 or fr[0] <= 0 or fr[2] <= 0:
             raise ParamError(f"split_fractions={fr} must be three shares [train, val, test] with train > 0 and "
@@ -170,23 +186,108 @@ def load_data(p: Params):
     return data_spec(p).load()
 
 
-def spec_from_params(p: Params, seed: int, method: str = "nca") -> RunSpec:
-    """The run of ``method`` for one training seed: NCA on shuffled batches, PN / MN on episodes (the same
-    backbone, epochs, learning rate and evaluation episodes)."""
+def _backbone_options(p: Params) -> dict[str, Any]:
+    return {"hidden": p.hidden} if p.backbone == "conv4" else {}
+
+
+def _backbone_out_dim(p: Params) -> int:
+    """``out_dim`` of the chosen backbone (does not depend on the input channels)."""
+    from studylib.models import build_backbone
+    return int(build_backbone(p.backbone, in_channels=1, **_backbone_options(p)).out_dim)
+
+
+def _episodic(p: Params, seed: int, shots: int | None = None, **kw: Any) -> TrainConfig:
+    """Episodes of ``episode_ways`` x (``episode_shots`` + ``episode_queries``) images, as many images per
+    epoch as the training split holds; ``kw`` overrides the optimiser (a method's own recipe)."""
+    opts: dict[str, Any] = dict(epochs=p.epochs, sampler="episodic", ways=p.episode_ways,
+                                shots=shots or p.episode_shots, queries=p.episode_queries, lr=p.lr, milestones=[0.7],
+                                max_steps=p.max_steps, seed=seed, device=p.device, scale=p.scale)
+    opts.update(kw)
+    return TrainConfig(**opts)
+
+
+def method_recipe(p: Params, seed: int, method: str) -> tuple[str, dict[str, Any], dict[str, Any], str, TrainConfig]:
+    """``(registered method, method_options, backbone_options, augment, TrainConfig)`` of ``method`` on the
+    folder: each method's own objective and optimiser (its notebook's defaults), on the shared backbone,
+    epochs, seed and evaluation.
+
+    * nca: shuffled batches of ``batch_size``, SGD at ``lr`` (seed 000); pn, mn: episodes, SGD at ``lr``.
+    * spe: the paper's Conv4 whose last block outputs ``2 spe_dim`` unconstrained numbers (App. A.1; another
+      backbone gets a linear ``D -> 2 spe_dim`` layer), intersection sampler, Adam 1e-3 (notebook 10).
+    * set2model: S2M-Gauss, histogram loss of tuple scores, Adam 1e-3 (notebook 12's defaults); sets of at
+      least 2 images (a Gaussian is fitted to each).
+    * infopatch: the full InfoPatch (InfoNCE on patches, PatchMix, random block; notebook 13's last ablation
+      row) on the backbone's feature map, SGD with Nesterov momentum at ``lr``.
+    * beclr: BECLR pretraining without labels (DyCE memory, masking, EMA teacher; notebook 06's smoke
+      defaults), two augmented views of ``batch_size`` images, SGD at 0.3 B / 256, cosine schedule.
+    """
+    bb = _backbone_options(p)
     if method == "nca":
-        train = TrainConfig(epochs=p.epochs, sampler="shuffled", batch_size=p.batch_size, lr=p.lr,
-                            milestones=[0.7], max_steps=p.max_steps, seed=seed, device=p.device, scale=p.scale)
-    else:  # as many images per epoch as the training split holds, in episodes
-        train = TrainConfig(epochs=p.epochs, sampler="episodic", ways=p.episode_ways, shots=p.episode_shots,
-                            queries=p.episode_queries, lr=p.lr, milestones=[0.7], max_steps=p.max_steps, seed=seed,
-                            device=p.device, scale=p.scale)
-    return RunSpec(
-        name=f"{NOTEBOOK}-{method}", data=data_spec(p), backbone=p.backbone,
-        backbone_options={"hidden": p.hidden} if p.backbone == "conv4" else {}, method=method, augment="none",
-        train=train,
-        eval=EvalSpec(ways=p.eval_ways, shots=list(p.eval_shots), queries=p.eval_queries, episodes=p.eval_episodes,
-                      classifiers=list(CLASSIFIERS), val_episodes=0, seed=0,
-                      mean_images=p.eval_mean_images))
+        return "nca", {}, bb, "none", TrainConfig(
+            epochs=p.epochs, sampler="shuffled", batch_size=p.batch_size, lr=p.lr, milestones=[0.7],
+            max_steps=p.max_steps, seed=seed, device=p.device, scale=p.scale)
+    if method in ("pn", "mn"):
+        return method, {}, bb, "none", _episodic(p, seed)
+    if method == "spe":
+        from studylib.experiments.spe_common import method_parts
+        from studylib.experiments.spe_omniglot import Params as SpeParams
+        sp = SpeParams()
+        if p.backbone == "conv4":
+            name, opts, bb = method_parts("spe", p.spe_dim, p.hidden, "intersection", 1, sp.eval_samples)
+        else:
+            name, opts = "spe", {"dim": p.spe_dim, "sampler": "intersection", "samples": 1,
+                                 "eval_samples": sp.eval_samples, "in_features": _backbone_out_dim(p)}
+        return name, opts, bb, "none", _episodic(p, seed, optimizer=sp.optimizer, lr=sp.lr, weight_decay=0.0)
+    if method == "set2model":
+        from studylib.experiments.set2model_omniglot import Params as S2MParams
+        sm = S2MParams()
+        negatives = min(int(sm.negatives or 0), (p.episode_ways - 1) * p.episode_queries) or None
+        opts = {"score": "gauss", "dim": sm.dim, "negatives": negatives, "bins": sm.bins,
+                "half_width": sm.half_width, "value_range": "adaptive", "var_floor": sm.var_floor}
+        return "set2model", opts, bb, "none", _episodic(p, seed, shots=max(2, p.episode_shots),
+                                                         optimizer=sm.optimizer, lr=sm.lr, weight_decay=0.0,
+                                                         schedule="constant", milestones=[])
+    if method == "infopatch":
+        from studylib.experiments import infopatch as ipx
+        ip = ipx.Params()
+        return "infopatch", ipx.method_options(ip, ipx.ROWS[-1][0]), bb, "none", _episodic(
+            p, seed, momentum=0.9, nesterov=True, weight_decay=ip.weight_decay)
+    if method == "beclr":
+        from studylib.experiments.beclr_common import BeclrParams
+        bp = BeclrParams()
+        # DyCE's adaptation period: adapt_epochs epochs of steps (one step per batch of the training split)
+        steps = bp.adapt_epochs * max(1, len(load_data(p)["train"]) // p.batch_size)
+        if p.max_steps:
+            steps = min(steps, p.max_steps // 2)
+        opts = dict(profile=bp.view_profile, proj_dim=bp.proj_dim, pred_hidden=bp.pred_hidden, lam=bp.lam,
+                    temperature=bp.temperature, mask_ratio=bp.mask_ratio, mask_patch=bp.mask_patch,
+                    teacher_momentum=bp.teacher_momentum, use_dyce=True, memory_size=bp.memory_size,
+                    partitions=bp.partitions, topk=bp.topk, epsilon=bp.epsilon, proto_momentum=bp.proto_momentum,
+                    variant="dyce", adapt_steps=steps, pairing=bp.pairing, seed=seed)
+        if bp.blur_sigma is not None:
+            opts["strong_options"] = {"blur_sigma": tuple(bp.blur_sigma)}
+        return "beclr", opts, bb, bp.augment, TrainConfig(
+            epochs=p.epochs, sampler="shuffled", batch_size=p.batch_size, optimizer="sgd",
+            lr=bp.lr * p.batch_size / 256, momentum=bp.momentum, weight_decay=bp.weight_decay, schedule=bp.schedule,
+            max_steps=p.max_steps, seed=seed, device=p.device, scale=p.scale)
+    raise ParamError(f"unknown method {method!r}; allowed: {', '.join(COMPARE_METHODS)}")
+
+
+def eval_spec(p: Params) -> EvalSpec:
+    """The one evaluation protocol of every method and seed (the same test episodes: differences are paired)."""
+    return EvalSpec(ways=p.eval_ways, shots=list(p.eval_shots), queries=p.eval_queries, episodes=p.eval_episodes,
+                    classifiers=list(CLASSIFIERS), val_episodes=0, seed=0, mean_images=p.eval_mean_images)
+
+
+def spec_from_params(p: Params, seed: int, method: str = "nca") -> RunSpec:
+    """The run of ``method`` for one training seed (:func:`method_recipe`): the same data, backbone, epochs
+    and evaluation episodes for every method."""
+    name, opts, bb, augment, train = method_recipe(p, seed, method)
+    aug_opts = ({"blur_sigma": opts["strong_options"]["blur_sigma"]}
+                if method == "beclr" and "strong_options" in opts else {})
+    return RunSpec(name=f"{NOTEBOOK}-{method}", data=data_spec(p), backbone=p.backbone, backbone_options=bb,
+                   method=name, method_options=opts, augment=augment, augment_options=aug_opts, train=train,
+                   eval=eval_spec(p))
 
 
 def run(p: Params, progress: bool = True) -> list[Outcome]:
@@ -194,32 +295,86 @@ def run(p: Params, progress: bool = True) -> list[Outcome]:
     return run_sweep([spec_from_params(p, s) for s in p.seeds], progress=progress)
 
 
-def compare(p: Params, progress: bool = True) -> dict[str, list[Outcome]]:
-    """Train (or load) every method of ``p.compare`` for every seed; ``{method: [outcome per seed]}``. Every
-    run is evaluated on the same test episodes (evaluation seed 0), so differences are paired."""
-    specs = [spec_from_params(p, s, m) for m in p.compare for s in p.seeds]
+def cannot_run(p: Params, method: str, dataset: Any) -> str | None:
+    """Why ``method`` cannot train on this folder with these parameters (None: it can). Checked before any
+    training, so a method that does not fit the folder gets a row saying why instead of an error."""
+    from studylib.data.samplers import ClassTable
+    train = dataset["train"]
+    if method in EPISODIC_METHODS:
+        shots = max(2, p.episode_shots) if method == "set2model" else p.episode_shots
+        per = shots + p.episode_queries
+        big = int((ClassTable(train.labels).counts >= per).sum())
+        if big < p.episode_ways:
+            return (f"needs {p.episode_ways} training classes with >= {per} images ({shots} shots + "
+                    f"{p.episode_queries} queries); the training split has {big}: lower episode_ways/"
+                    f"episode_queries or add images")
+    elif p.batch_size > len(train.labels):
+        return f"batch_size={p.batch_size} exceeds the {len(train.labels)} training images; lower batch_size"
+    return None
+
+
+def method_note(p: Params, method: str, dataset: Any) -> str:
+    """What to know when reading ``method``'s row on this folder (empty: nothing)."""
+    if method == "infopatch":
+        from studylib.models import build_backbone
+        import torch
+        bb = build_backbone(p.backbone, in_channels=dataset["train"].images.shape[1], **_backbone_options(p))
+        with torch.no_grad():
+            h, w = bb.feature_map(torch.zeros(1, dataset["train"].images.shape[1], p.image_size,
+                                              p.image_size)).shape[2:]
+        if h * w == 1:
+            return (f"the {p.backbone} map is 1x1 at {p.image_size} px: patches and PatchMix act on whole "
+                    f"images (use larger images or a ResNet-12 for patch-level learning)")
+        return f"patch-level loss on a {h}x{w} map"
+    if method == "beclr":
+        return "trained without labels (the other methods use the training labels)"
+    if method == "set2model" and p.episode_shots < 2:
+        return "sets of 2 images (episode_shots=1 leaves no variance to fit)"
+    return ""
+
+
+def compare(p: Params, progress: bool = True) -> dict[str, list[Outcome] | str]:
+    """Train (or load) every method of ``p.compare`` for every seed: ``{method: [outcome per seed]}``, or for a
+    method that cannot train on this folder the reason (:func:`cannot_run`). Every run is evaluated on the same
+    test episodes (one :func:`eval_spec`), so differences are paired."""
+    dataset = load_data(p) if p.compare else None
+    reasons = {m: cannot_run(p, m, dataset) for m in p.compare}
+    runnable = [m for m in p.compare if reasons[m] is None]
+    specs = [spec_from_params(p, s, m) for m in runnable for s in p.seeds]
     outcomes = run_sweep(specs, progress=progress) if specs else []
     n = len(p.seeds)
-    return {m: outcomes[i * n:(i + 1) * n] for i, m in enumerate(p.compare)}
+    done = {m: outcomes[i * n:(i + 1) * n] for i, m in enumerate(runnable)}
+    return {m: done[m] if reasons[m] is None else str(reasons[m]) for m in p.compare}
 
 
-def comparison_table(p: Params, by_method: dict[str, list[Outcome]]) -> list[dict[str, Any]]:
+def comparison_table(p: Params, by_method: dict[str, list[Outcome] | str],
+                     dataset: Any = None) -> list[dict[str, Any]]:
     """One row per method: nearest-centroid accuracy per shot count (mean ± 95% CI over seeds, %), the paired
-    difference to the first method, and the mean training time per run (s, as measured when it trained)."""
+    difference to the first method that ran, the mean training time per run (s, as measured when it trained),
+    and a note (:func:`method_note`; for a method that could not run, why)."""
     rows = []
-    first = next(iter(by_method), None)
+    ran = {m: outs for m, outs in by_method.items() if not isinstance(outs, str)}
+    first = next(iter(ran), None)
     for m, outs in by_method.items():
-        row: dict[str, Any] = {"method": m, "seeds": len(outs)}
+        row: dict[str, Any] = {"method": METHOD_LABELS.get(m, m)}
+        if isinstance(outs, str):
+            row.update({"seeds": 0, **{f"{s}-shot (%)": "not run" for s in sorted(p.eval_shots)},
+                        **{f"{s}-shot vs {first} (pts)": "-" for s in sorted(p.eval_shots)},
+                        "train s/run": None, "note": f"cannot run: {outs}"})
+            rows.append(row)
+            continue
+        row["seeds"] = len(outs)
         for s in sorted(p.eval_shots):
             row[f"{s}-shot (%)"] = accuracy(outs, "nearest_centroid", s).fmt()
             if m == first:
                 row[f"{s}-shot vs {first} (pts)"] = "(reference)"
             else:
                 diff = stats.paired_difference([o.accuracies("nearest_centroid", s) for o in outs],
-                                               [o.accuracies("nearest_centroid", s) for o in by_method[first]])
+                                               [o.accuracies("nearest_centroid", s) for o in ran[first]])
                 row[f"{s}-shot vs {first} (pts)"] = diff.fmt(signed=True)
         secs = [o.result.get("train_seconds") for o in outs]
         row["train s/run"] = round(sum(secs) / len(secs), 1) if secs and None not in secs else None
+        row["note"] = method_note(p, m, dataset) if dataset is not None else ""
         rows.append(row)
     return rows
 
@@ -276,7 +431,7 @@ def reference_values(p: Params, outcomes: list[Outcome],
                      by_method: dict[str, list[Outcome]] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {f"{c}/{s}": accuracy(outcomes, c, s) for c in CLASSIFIERS for s in p.eval_shots}
     for m, outs in (by_method or {}).items():
-        if m != "nca":  # NCA's runs are ``outcomes`` themselves
+        if m != "nca" and not isinstance(outs, str):  # NCA's runs are ``outcomes`` themselves
             out.update({f"compare/{m}/nearest_centroid/{s}": accuracy(outs, "nearest_centroid", s)
                         for s in p.eval_shots})
     out["test_images"] = int(sum(len(o.spec.data.load()["test"]) for o in outcomes[:1]))
@@ -335,4 +490,5 @@ def demo_summary(p: Params, pred: Any, truth: list[str], outcomes: list[Outcome]
 
 
 __all__ = ["Params", "NOTEBOOK", "run", "claims", "reference_values", "write_example_folder", "new_images",
-           "results_table", "load_data", "data_root", "decode_mode", "demo_summary", "binomial_range", "compare", "comparison_table"]
+           "results_table", "load_data", "data_root", "decode_mode", "demo_summary", "binomial_range", "compare",
+           "comparison_table", "method_recipe", "cannot_run", "method_note", "eval_spec", "COMPARE_METHODS", "METHOD_LABELS"]

@@ -225,3 +225,37 @@ def test_the_registry_names_real_claims_and_the_headline_counts_aliases_once():
     aliases = [r for r in rows if "alias of" in r]
     total = int(next(line for line in page.splitlines() if line.startswith("| all |")).split("|")[-2])
     assert len(aliases) == 2 and total == len(rows) - 2
+
+
+def test_readme_what_we_found_is_generated_from_the_committed_tables_with_small_tracked_key_figures(
+        tmp_path, monkeypatch):
+    """The README's section between the claims-summary markers is exactly what ``./study claims`` writes for
+    the committed claims tables (an empty cache: no machine's own runs), says which scale and data the verdicts
+    come from, counts by paper, lists the decided paper claims, and links small, tracked key figures."""
+    import subprocess
+    from PIL import Image
+    monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path / "empty-cache"))
+    root = C.project_root()
+    text = (root / "README.md").read_text()
+    section = text.split(C.SUMMARY_START, 1)[1].split(C.SUMMARY_END, 1)[0].strip()
+    rows = C.page_rows()
+    assert section == C.readme_summary(rows=rows), "README out of date: run ./study claims"
+    assert text.index(C.SUMMARY_START) < text.index("## Two commands")  # near the top
+    assert "the **smoke** scale only" in section and "not the papers' Omniglot" in section
+    # by paper: one row per seed 000-004 (and notebook 90), its counts summing to the headline's total
+    by_paper = section.split("**By paper**")[1].split("**Paper claims")[0]
+    paper_rows = [r for r in by_paper.splitlines() if r.startswith("| 00") or r.startswith("| - ")]
+    assert [r.split("|")[1].strip()[:3] for r in paper_rows] == ["000", "001", "002", "003", "004", "- y"]
+    total = int(next(r for r in section.splitlines() if r.startswith("| all |")).split("|")[-2])
+    assert sum(int(r.split("|")[-3]) for r in paper_rows) == total
+    decided = section.split("**Paper claims the smoke runs decided:**")[1].split("**By kind")[0]
+    assert all("reproduced**" in r for r in decided.splitlines() if r.startswith("| 00"))
+    figures = C.write_key_figures(out=tmp_path / "key", rows=rows)
+    for fresh in figures:
+        committed = root / "figures" / "key" / fresh.name
+        assert f"(figures/key/{fresh.name})" in section
+        assert committed.stat().st_size < 100_000
+        with Image.open(committed) as a, Image.open(fresh) as b:
+            assert a.format == "PNG" and a.size == b.size
+        ignored = subprocess.run(["git", "-C", str(root), "check-ignore", "-q", str(committed)])
+        assert ignored.returncode == 1, f"{committed} is ignored by git; it must be tracked"

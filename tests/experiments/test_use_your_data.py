@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 from scipy import stats as sps
 
@@ -89,19 +90,75 @@ def test_demo_summary_states_chance_and_the_expected_range(monkeypatch):
     assert "228 training images of 19 classes" in out["text"]
 
 
-def test_compared_methods_share_data_backbone_and_evaluation_episodes():
+def test_every_method_of_the_study_is_compared_by_default_with_its_own_recipe():
     p = mod.Params()
-    specs = {m: mod.spec_from_params(p, 1, m) for m in mod.COMPARE_METHODS}
+    assert p.compare == ["nca", "pn", "mn", "spe", "set2model", "infopatch", "beclr"]
+    specs = {m: mod.spec_from_params(p, 1, m) for m in p.compare}
+    assert {m: s.method for m, s in specs.items()} == {
+        "nca": "nca", "pn": "pn", "mn": "mn", "spe": "spe", "set2model": "set2model", "infopatch": "infopatch",
+        "beclr": "beclr"}
     assert specs["nca"].train.sampler == "shuffled" and specs["nca"].train.batch_size == p.batch_size
-    for m in ("pn", "mn"):
+    for m in ("pn", "mn", "spe", "infopatch"):
         t = specs[m].train
         assert (t.sampler, t.ways, t.shots, t.queries) == ("episodic", p.episode_ways, p.episode_shots,
-                                                           p.episode_queries)
-    for s in specs.values():
-        assert (s.eval, s.backbone, s.backbone_options, s.train.epochs, s.train.lr, s.train.seed) == \
-            (specs["nca"].eval, p.backbone, {"hidden": p.hidden}, p.epochs, p.lr, 1)
-    with pytest.raises(ParamError, match="compare=.*beclr.*allowed: nca, pn, mn"):
-        mod.Params(compare=["nca", "beclr"]).check()
+                                                           p.episode_queries), m
+    assert specs["set2model"].train.shots == 2  # a Gaussian needs a set of at least 2
+    assert specs["beclr"].train.sampler == "shuffled" and specs["beclr"].method_options["use_dyce"]
+    # SPE (seed 002 App. A.1): the last Conv4 block outputs mean and variance, 2d numbers
+    assert specs["spe"].backbone_options == {"hidden": p.hidden, "last_block_plain": True,
+                                             "out_channels": 2 * p.spe_dim}
+    assert (specs["spe"].train.optimizer, specs["spe"].train.lr) == ("adam", 1e-3)
+    for s in specs.values():  # one data set, backbone, epochs, training seed and evaluation protocol
+        assert (s.data, s.eval, s.backbone, s.train.epochs, s.train.seed) == \
+            (specs["nca"].data, specs["nca"].eval, p.backbone, p.epochs, 1)
+    with pytest.raises(ParamError, match="compare"):
+        mod.Params(compare=["nca", "dino"]).check()
+
+
+def test_a_method_that_does_not_fit_the_folder_gets_a_reason_not_a_silent_drop():
+    ds = {"train": SimpleNamespace(labels=torch.arange(4).repeat_interleave(3))}  # 4 classes x 3 images
+    p = mod.Params(episode_ways=5, batch_size=8)
+    assert "needs 5 training classes" in mod.cannot_run(p, "pn", ds)
+    assert mod.cannot_run(p, "nca", ds) is None
+    assert "batch_size=16 exceeds the 12" in mod.cannot_run(dataclasses.replace(p, batch_size=16), "beclr", ds)
+    rows = mod.comparison_table(dataclasses.replace(p, eval_shots=[1]), {"pn": "needs 5 training classes"})
+    assert rows[0]["1-shot (%)"] == "not run" and rows[0]["note"].startswith("cannot run: needs 5")
+
+
+def test_every_method_trains_and_is_evaluated_on_the_same_episodes(tmp_path, monkeypatch):
+    """A small run of every method: each trains, and the episode index tensors its evaluation drew are those of
+    every other method of the same training seed (recorded where the evaluation samples them)."""
+    import importlib
+    ev = importlib.import_module("studylib.evaluation.evaluate")
+    monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path / "cache"))
+    drawn = []
+    real = ev.sample_episodes
+
+    def recording(*args, **kw):
+        eps = real(*args, **kw)
+        drawn.append((eps.support.clone(), eps.query.clone()))
+        return eps
+
+    monkeypatch.setattr(ev, "sample_episodes", recording)
+    root = _folder(tmp_path / "imgs", 0, 10, per_class=6)
+    p = mod.Params(data_root=str(root), image_size=16, split_fractions=[0.4, 0.1, 0.5], epochs=1, max_steps=2,
+                   batch_size=8, hidden=8, episode_ways=3, episode_queries=2, eval_shots=[1], eval_queries=2,
+                   eval_episodes=4, seeds=[0, 1])
+    p.check()
+    by_method = mod.compare(p, progress=False)
+    assert list(by_method) == list(mod.COMPARE_METHODS)
+    assert len(drawn) == len(mod.COMPARE_METHODS) * len(p.seeds)  # one evaluation per run, in sweep order
+    for m, outs in by_method.items():
+        assert [o.spec.train.seed for o in outs] == p.seeds, m
+        assert all(o.result["train_seconds"] > 0 for o in outs), m
+    n = len(p.seeds)
+    for i in range(n):
+        support, query = drawn[i]  # nca's run of seed i
+        for k in range(1, len(mod.COMPARE_METHODS)):
+            s2, q2 = drawn[k * n + i]
+            assert torch.equal(support, s2) and torch.equal(query, q2), mod.COMPARE_METHODS[k]
+    rows = mod.comparison_table(p, by_method, mod.load_data(p))
+    assert [r["seeds"] for r in rows] == [2] * 7 and all(r["train s/run"] is not None for r in rows)
 
 
 def test_comparison_table_pairs_the_episodes_of_each_seed():
