@@ -64,6 +64,12 @@ MEASURED = {  # (backbone, image side) -> (training images per second, where it 
                                      "186 ms/step on an H100 (1,376 img/s)"),
 }
 
+#: whole paper-scale runs timed on a GPU (notebook -> (seconds, where)): the measurement replaces the estimate
+MEASURED_RUNS = {
+    "09_spe_synthetic": (126.0, "measured: the whole notebook at paper scale (3 seeds, training and evaluation), "
+                                "126 s on an NVIDIA H200, 2026-11-26 (benchmarks/results/NVIDIA-H200-2026-11-26-*)"),
+}
+
 
 def paper_estimate(name: str) -> dict[str, object]:
     """Data set, folder and estimated GPU hours of ``name`` at paper scale (``./study list --scale paper``).
@@ -83,6 +89,10 @@ def paper_estimate(name: str) -> dict[str, object]:
                  if values.get("data") not in (None, "glyphs", "synthfs", "lshapes") else values)
     data, root = getattr(p, "data", "?"), values.get("data_root")
     out: dict[str, object] = {"notebook": name, "data": data, "folder": root or "(generated)", "gpu_hours": None}
+    if name in MEASURED_RUNS:
+        seconds, out["source"] = MEASURED_RUNS[name]
+        out["gpu_hours"] = seconds / 3600
+        return out
     key = (getattr(p, "backbone", None), getattr(p, "image_size", None))
     if key not in MEASURED:
         out["source"] = (f"no step time measured for {key[0]} at {key[1]} px" if key[0] else
@@ -119,7 +129,7 @@ def paper_list() -> str:
             lines.append(f"{n:<22} (no paper estimate: {err})")
             continue
         h = e["gpu_hours"]
-        est = f"~{h:,.1f} GPU-h" if isinstance(h, float) else "not estimated"
+        est = (f"~{h:,.2f} GPU-h" if h < 0.1 else f"~{h:,.1f} GPU-h") if isinstance(h, float) else "not estimated"
         lines.append(f"{n:<22} {str(e['data']):<15} {str(e['folder']):<20} {est:>14}  [{len(sources) + 1}]")
         sources[len(sources) + 1] = e["source"]
     head = f"{'notebook':<22} {'data set':<15} {'folder':<20} {'estimate':>14}  (H100, training only)"

@@ -113,6 +113,10 @@ def test_list_paper_estimates_gpu_hours_from_the_measured_step_time():
     assert e["gpu_hours"] == pytest.approx(120 * 38_400 * 3 / 9_400 / 3600)
     assert "GPU-NOTES.md" in str(e["source"])
     assert "9,400 img/s" in paper_list()
+    # a notebook timed whole at paper scale on a GPU reports that measurement, with the record it came from
+    spe = paper_estimate("09_spe_synthetic")
+    assert spe["gpu_hours"] == pytest.approx(126 / 3600) and "H200" in str(spe["source"])
+    assert list((Path(__file__).resolve().parent.parent / "benchmarks" / "results").glob("NVIDIA-H200-2026-11-26-*"))
 
 
 def test_readme_and_notebook_90_state_the_minimum_and_the_path_for_fewer_classes():
