@@ -252,6 +252,12 @@ REGISTRY: dict[tuple[str, str], Meta] = {
                                                           backbone_proxy=_T6_WHY),
     ("07_dyce_memory_umap", "t6-kmeans-beats-fifo"): Meta(PROXY, note=_T6_WHY, citations=(_T6,),
                                                           backbone_proxy=_T6_WHY),
+    **{("07_dyce_memory_umap", f"t6-{name}-best"): Meta(
+        PROXY, note=_T6_WHY, backbone_proxy=_T6_WHY,
+        citations=(Citation(("87.82", *accs), "001", "Table 6", None, "RN50"),))
+       for name, accs in (("mask-ratio", ("86.59", "83.36", "77.70")), ("proj-dim", ("85.16", "85.93", "85.42")),
+                          ("lam", ("85.45", "86.33", "85.63")), ("topk", ("86.58", "86.79", "86.17")),
+                          ("partitions", ("85.27", "85.81", "85.45")), ("memory-size", ("85.38", "86.28", "85.84")))},
     # the paper's number for 07's ResNet-18 is Table 1's RN18 row, not Table 6's (ResNet-50) 87.82
     ("07_dyce_memory_umap", "level-t6-dyce"): Meta(
         paper="84.93 ± 0.33", source="Table 1 (miniImageNet, RN18)",

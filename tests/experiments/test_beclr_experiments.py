@@ -221,3 +221,32 @@ def test_snapshot_training_takes_the_runs_lock(tmp_path, monkeypatch):
     out = train_with_snapshots(spec, store, progress=False)
     assert snapshot_epochs(out) == [1] and out.run.finished
     assert not lock.exists()  # released after training and evaluation
+
+
+def test_issue19_missing_seed001_claims_are_declared_with_their_scales():
+    """Table 2 (CIFAR-FS, FC100), Fig. 5, Tables 3 and 12 (not tested, with reasons) and Table 6's other
+    settings: declared at every scale, applying where their configuration is given, the check scale's ids equal
+    to the paper scale's."""
+    from studylib.experiments.claims import static_claims
+    m = beclr_pretraining
+    paper = m.claims(load_params(m.Params, m.NOTEBOOK, "paper"))
+    assert paper["fig5-no-opta-beats-unisiam-1shot"].applies and "64.10" in paper["fig5-no-opta-beats-unisiam-1shot"].paper
+    assert not paper["t2-level-fc100-1shot"].applies and not paper["t3-cdfsl-sota"].applies
+    assert "reader" in paper["t3-cdfsl-sota"].why_not and "CUB" in paper["t12-cub-sota"].why_not
+    fc100 = m.claims(load_params(m.Params, m.NOTEBOOK, "paper", data="fc100", data_root="data/fc100"))
+    assert fc100["t2-level-fc100-5shot"].applies and "60.02" in fc100["t2-level-fc100-5shot"].paper
+    assert not fc100["level-opta-1shot"].applies
+    d = dyce_memory_umap
+    names = [f"t6-{n.replace('_', '-')}-best" for n in d.T6_SETTINGS]
+    smoke, check = d.claims(d.Params()), d.claims(load_params(d.Params, d.NOTEBOOK, "check"))
+    paper7 = d.claims(load_params(d.Params, d.NOTEBOOK, "paper"))
+    assert all(not smoke[c].applies and "t6_sweep" in smoke[c].why_not for c in names)
+    assert all(paper7[c].applies for c in names) and check["t6-mask-ratio-best"].applies
+    for nb in (m.NOTEBOOK, d.NOTEBOOK):
+        assert [c.id for c in static_claims(nb, "check")] == [c.id for c in static_claims(nb, "paper")]
+    assert d.t6_change("topk=5") == ("topk", 5) and d.t6_change("lam=0.3") == ("lam", 0.3)
+    for bad in ("topk", "depth=3", "lam=x"):
+        with pytest.raises(ValueError, match="t6_sweep"):
+            d.t6_change(bad)
+    with pytest.raises(ValueError, match="t6_sweep"):
+        d.Params(t6_sweep=["mask=0.1"]).check()
