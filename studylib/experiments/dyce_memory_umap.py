@@ -76,6 +76,15 @@ class Params(BeclrParams):
             raise ValueError(f"umap_partitions={self.umap_partitions} exceeds partitions={self.partitions}; lower it")
 
 
+def paper_t6(key: str) -> str:
+    """The paper's Table 6 accuracy (5-shot + OpTA, %) of a memory variant or a ``t6_sweep`` entry (no interval:
+    the seed text's intervals of the other settings are not reliably legible)."""
+    if key in PAPER_TABLE6:
+        return f"{PAPER_TABLE6[key][0]:.2f} ± {PAPER_TABLE6[key][1]:.2f}"
+    name, value = t6_change(key)
+    return T6_SETTINGS[name][2].get(value, "not in Table 6")
+
+
 def t6_change(item: str) -> tuple[str, float]:
     """``"mask_ratio=0.1"`` -> ``("mask_ratio", 0.1)`` (an int for the integer settings); a clear error otherwise."""
     name, _, value = item.partition("=")
@@ -351,4 +360,4 @@ PAPER_TABLE1_RN18 = (84.93, 0.33)  # seed 001 Table 1, BECLR (Ours) RN18, miniIm
 
 __all__ = ["NOTEBOOK", "Params", "run", "data_stats", "memory_dbi", "dbi_change", "dbi_estimate", "results",
            "cognizance_excess", "claims", "reference_values", "partition_labels", "memory_sample", "davies_bouldin", "umap_2d",
-           "memory_views", "memory_figure", "variant_table", "t6_change", "T6_SETTINGS", "same_group_probability", "cognizance", "PAPER_TABLE6", "LABELS"]
+           "memory_views", "memory_figure", "variant_table", "t6_change", "paper_t6", "T6_SETTINGS", "same_group_probability", "cognizance", "PAPER_TABLE6", "LABELS"]
