@@ -323,7 +323,7 @@ def claims(p: Params, outcomes: dict[str, list[Outcome]] | None = None) -> Claim
         if table[cid].applies:
             diffs = [stats.paired_difference(per_seed(res["dyce"], "opta", 5), per_seed(res[i], "opta", 5))
                      for i in p.t6_sweep if t6_change(i)[0] == name]
-            table.measure(cid, stats.combine(min, *diffs))
+            table.measure(cid, stats.combine(lambda *d: min(d), *diffs))  # one or more swept values
     if table["fig6-dbi-falls"].applies:
         table.measure("fig6-dbi-falls", dbi_change(p, outcomes["dyce"]))
     table.measure("fig9-cognizance", cognizance_excess(p, outcomes["dyce"]))
