@@ -250,3 +250,23 @@ def test_issue19_missing_seed001_claims_are_declared_with_their_scales():
             d.t6_change(bad)
     with pytest.raises(ValueError, match="t6_sweep"):
         d.Params(t6_sweep=["mask=0.1"]).check()
+
+
+def test_table6_setting_claim_is_the_smallest_paired_gain_over_the_swept_values(monkeypatch):
+    """t6-*-best: per seed, min over the swept values of (DyCE at the chosen value - DyCE at that value), from the
+    5-shot + OpTA accuracies; one swept value (the check scale) is that one difference."""
+    from studylib.evaluation import stats as S
+    d = dyce_memory_umap
+    acc = {"dyce": [0.80, 0.82, 0.81], "lam=0.3": [0.70, 0.74, 0.72], "lam=0.5": [0.78, 0.81, 0.79],
+           "topk=5": [0.75, 0.76, 0.74]}
+    res = {k: [{("opta", 5): _res([a] * 4), ("logreg", 5): _res([a] * 4)} for a in v] for k, v in acc.items()}
+    monkeypatch.setattr(d, "results", lambda p, o: res)
+    monkeypatch.setattr(d, "dbi_change", lambda p, o: S.over_seeds([-0.1, -0.2, -0.1]))
+    monkeypatch.setattr(d, "cognizance_excess", lambda p, o: S.over_seeds([0.1, 0.2, 0.1]))
+    p = d.Params(variants=["dyce"], eval_shots=[5], t6_sweep=["lam=0.3", "lam=0.5", "topk=5"])
+    table = d.claims(p, outcomes={k: [object()] * 3 for k in acc})
+    lam, topk = table["t6-lam-best"].measured, table["t6-topk-best"].measured
+    want_lam = [min(a - b, a - c) for a, b, c in zip(acc["dyce"], acc["lam=0.3"], acc["lam=0.5"])]
+    assert lam.seeds == pytest.approx(want_lam)
+    assert topk.seeds == pytest.approx([a - b for a, b in zip(acc["dyce"], acc["topk=5"])])
+    assert table["t6-mask-ratio-best"].verdict == "not tested"
