@@ -14,13 +14,14 @@ Evaluation: the pooled map, cosine to the class mean of the support features (th
 1/5-shot, 15 queries; beside it the paper's Eq. 2 (the class of the nearest support sample by cosine,
 ``cosine_nearest_sample``), on the same episodes. ``five_shot_model`` also trains the full method on 5-shot
 episodes (the code's 5-shot model: ``--nExemplars 5``, save dir ``mini_final_5shot``), which gives the
-paper-scale 5-shot number.
+paper-scale 5-shot number. Model selection uses the validation split only (the weights of the best validation
+epoch); the authors' code picked its reported epoch on the test split (PAPER-NOTES 004).
 
 Data sets: the paper reports miniImageNet, tieredImageNet (84 px; lr halved every 24000 episodes) and FC100
 (32 px); only miniImageNet's numbers (the authors' repository) are quoted. paper.yaml is miniImageNet; its
-comment gives the tieredImageNet and FC100 overrides, whose claims (``tiered-*``, ``fc100-*``) apply only to
-a paper-scale run on that data set. Model selection uses the validation split only (the weights of the best validation
-epoch); the authors' code picked its reported epoch on the test split (PAPER-NOTES 004).
+comment gives the tieredImageNet and FC100 overrides, whose claims (``tiered-*``, ``fc100-*``: the full method
+beats its CE baseline there) apply only to a run on that data set (read by ``readers.load_tiered_imagenet`` /
+``readers.load_fc100``).
 
 Learning rate: the code's table (0.1, then 0.006 / 0.0012 / 0.00024 from epochs 60 / 70 / 80 of 90), not the
 paper's text (drops at 12000 / 14000 / 16000 episodes, which does not fit 90 epochs of 1200 batches of 4).
