@@ -270,3 +270,20 @@ def test_table6_setting_claim_is_the_smallest_paired_gain_over_the_swept_values(
     assert lam.seeds == pytest.approx(want_lam)
     assert topk.seeds == pytest.approx([a - b for a, b in zip(acc["dyce"], acc["topk=5"])])
     assert table["t6-mask-ratio-best"].verdict == "not tested"
+
+
+@pytest.mark.parametrize("data", ["cifar_fs", "fc100"])
+def test_table2_data_sets_read_through_the_real_readers(data):
+    """paper.yaml's Table 2 overrides (-p data cifar_fs / fc100): a stand-in in the real on-disk format is read by
+    the real reader through the BECLR notebooks' data path."""
+    from studylib.experiments.common import load_data
+    p = load_params(beclr_pretraining.Params, beclr_pretraining.NOTEBOOK, "check", data=data,
+                    data_root=f"standin:{data}", image_size=32)
+    ds = load_data(p)
+    assert ds["train"].images.shape[1:] == (3, 32, 32) and len(ds["test"]) > 0
+    assert [c.id for c in beclr_pretraining.claims(p)] == [c.id for c in beclr_pretraining.claims(
+        load_params(beclr_pretraining.Params, beclr_pretraining.NOTEBOOK, "paper"))]
+    paper = load_params(beclr_pretraining.Params, beclr_pretraining.NOTEBOOK, "paper", data=data,
+                        data_root=f"standin:{data}")
+    tag = beclr_pretraining.T2_NAMES[data][0]
+    assert all(beclr_pretraining.claims(paper)[f"t2-level-{tag}-{s}shot"].applies for s in (1, 5))

@@ -77,3 +77,16 @@ def test_missing_headline_claims_of_issue_19() -> None:
     five, one = mod.spec_for(paper, mod.FIVE_SHOT, 0), mod.spec_for(paper, "block", 0)
     assert five.train.shots == 5 and one.train.shots == 1 and five.method_options == one.method_options
     assert five.name != one.name and five.eval == one.eval
+
+
+@pytest.mark.parametrize("data, size", [("fc100", 32), ("tiered_imagenet", 84)])
+def test_the_papers_other_data_sets_read_through_the_real_readers(data, size) -> None:
+    """paper.yaml's tieredImageNet / FC100 overrides: a stand-in in the real on-disk format is read by the real
+    reader through this notebook's data path, and the data set's own claims apply to that run."""
+    p = mod.Params(data=data, data_root=f"standin:{data}", image_size=size, synthfs_instances=None)
+    p.check()
+    ds = mod.load(p)
+    assert ds["train"].images.shape[1:] == (3, size, size) and len(ds["test"]) > 0
+    tag = {"fc100": "fc100", "tiered_imagenet": "tiered"}[data]
+    table = mod.claims(p)
+    assert table[f"{tag}-full-beats-ce-5shot"].applies and not table["full-beats-ce-5shot"].applies
