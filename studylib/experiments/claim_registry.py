@@ -237,12 +237,27 @@ REGISTRY: dict[tuple[str, str], Meta] = {
         Citation(("66.14", "0.43"), "001", "Table 14", "BECLR w/o OpTA (Ours) RN18", "RN18"),)),
     ("06_beclr_pretraining", "level-logreg-5shot"): Meta(citations=(
         Citation(("84.32", "0.27"), "001", "Table 14", "BECLR w/o OpTA (Ours) RN18", "RN18"),)),
+    **{("06_beclr_pretraining", f"fig5-no-opta-beats-unisiam-{s}shot"): Meta(
+        source="Fig. 5; Table 1 (miniImageNet, RN18: UniSiam + dist, no OpTA)",
+        citations=(Citation((n,), "001", "Table 1", "UniSiam + dist (Lu et al., 2022) RN18", "RN18"),))
+       for s, n in ((1, "64.10"), (5, "82.26"))},
+    # Table 2's BECLR row is garbled in the seed text; Table 10 (its extended version) holds the same numbers
+    **{("06_beclr_pretraining", f"t2-level-{d}-{s}shot"): Meta(citations=(
+        Citation((v, c), "001", "Table 10", "BECLR (Ours) RN18", "RN18"),))
+       for d, s, v, c in (("cifarfs", 1, "70.39", "0.62"), ("cifarfs", 5, "81.56", "0.30"),
+                          ("fc100", 1, "45.21", "0.50"), ("fc100", 5, "60.02", "0.43"))},
     ("07_dyce_memory_umap", "t6-dyce-beats-fifo"): Meta(PROXY, note=_T6_WHY, citations=(_T6,),
                                                         backbone_proxy=_T6_WHY),
     ("07_dyce_memory_umap", "t6-dyce-beats-kmeans"): Meta(PROXY, note=_T6_WHY, citations=(_T6,),
                                                           backbone_proxy=_T6_WHY),
     ("07_dyce_memory_umap", "t6-kmeans-beats-fifo"): Meta(PROXY, note=_T6_WHY, citations=(_T6,),
                                                           backbone_proxy=_T6_WHY),
+    **{("07_dyce_memory_umap", f"t6-{name}-best"): Meta(
+        PROXY, note=_T6_WHY, backbone_proxy=_T6_WHY,
+        citations=(Citation(("87.82", *accs), "001", "Table 6", None, "RN50"),))
+       for name, accs in (("mask-ratio", ("86.59", "83.36", "77.70")), ("proj-dim", ("85.16", "85.93", "85.42")),
+                          ("lam", ("85.45", "86.33", "85.63")), ("topk", ("86.58", "86.79", "86.17")),
+                          ("partitions", ("85.27", "85.81", "85.45")), ("memory-size", ("85.38", "86.28", "85.84")))},
     # the paper's number for 07's ResNet-18 is Table 1's RN18 row, not Table 6's (ResNet-50) 87.82
     ("07_dyce_memory_umap", "level-t6-dyce"): Meta(
         paper="84.93 ± 0.33", source="Table 1 (miniImageNet, RN18)",
@@ -279,6 +294,12 @@ REGISTRY: dict[tuple[str, str], Meta] = {
         source="authors' repository (miniImageNet)",
         citations=(Citation(("82.44", "0.31"),
                             repo="corwinliu9669/Learning-a-Few-shot-Embedding-Model-with-Contrastive-Learning"),)),
+    ("13_infopatch", "code-test-beats-eq2-5shot"): Meta(
+        OWN, note="the paper's Eq. 2 tests by the nearest support sample, the authors' code by the class mean; "
+                  "neither says which is better at 5 shots"),
+    ("13_infopatch", "5shot-model-beats-1shot-model"): Meta(
+        OWN, note="the authors' code trains a separate 5-shot model (--nExemplars 5, mini_final_5shot); the paper "
+                  "compares it with no 1-shot-trained model"),
     # -- the study's own ----------------------------------------------------------------------------------------
     ("90_use_your_data", "above-chance"): Meta(OWN, note="a sanity check of a run on the user's data"),
 }

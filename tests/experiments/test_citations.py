@@ -191,3 +191,16 @@ def test_the_four_known_citation_errors_are_caught():
     assert "not Table 4" in citation_problem(wrong)
     # InfoPatch's 67.67 / 82.44 cited from seed 004's text: they are the authors' repository's
     assert "not in seed 004" in citation_problem(R.Citation(("67.67", "82.44"), "004"))
+
+
+def test_issue19_new_claims_cite_their_tables():
+    """The claims added for issue 19 item 6 cite rows that hold their numbers (Table 10 for Table 2's garbled
+    BECLR row; Table 1's UniSiam RN18 row for Fig. 5; Table 6 for the other settings), and a wrong number fails."""
+    for key in [("06_beclr_pretraining", f"t2-level-{d}-{s}shot") for d in ("cifarfs", "fc100") for s in (1, 5)] + \
+            [("06_beclr_pretraining", f"fig5-no-opta-beats-unisiam-{s}shot") for s in (1, 5)] + \
+            [("07_dyce_memory_umap", f"t6-{n}-best") for n in ("mask-ratio", "proj-dim", "lam", "topk", "partitions",
+                                                                "memory-size")]:
+        meta = R.REGISTRY[key]
+        assert meta.citations and all(citation_problem(c) is None for c in meta.citations), key
+    assert citation_problem(R.Citation(("70.40",), "001", "Table 10", "BECLR (Ours) RN18", "RN18"))
+    assert citation_problem(R.Citation(("86.95",), "001", "Table 6", None, "RN50"))

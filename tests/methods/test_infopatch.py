@@ -406,3 +406,31 @@ def test_cosine_prototype_classifier() -> None:
             for c in range(3):
                 ref = F.cosine_similarity(q[e, i], s[e, c].mean(0), dim=0)
                 assert float(scores[e, i, c]) == pytest.approx(float(ref), rel=1e-12)
+
+
+def test_cosine_nearest_sample_is_eq2() -> None:
+    """Eq. 2 of seed 004 against a slow loop: the predicted class is that of the support sample of highest
+    cosine; at one shot it equals the code's cosine-to-mean, at five it differs on some queries."""
+    from studylib.evaluation import get_classifier
+    _, clf = get_classifier("cosine_nearest_sample")
+    _, proto = get_classifier("cosine_prototype")
+    g = torch.Generator().manual_seed(0)
+    s = torch.randn(3, 5, 4, 6, dtype=torch.float64, generator=g)
+    q = torch.randn(3, 7, 6, dtype=torch.float64, generator=g)
+    scores = clf(s, q)
+    assert scores.shape == (3, 7, 5)
+    for e in range(3):
+        for i in range(7):
+            best, label = -2.0, -1
+            for c in range(5):
+                for j in range(4):
+                    cos = float(F.cosine_similarity(q[e, i], s[e, c, j], dim=0))
+                    if cos > best:
+                        best, label = cos, c
+                assert float(scores[e, i, c]) == pytest.approx(max(
+                    float(F.cosine_similarity(q[e, i], s[e, c, j], dim=0)) for j in range(4)), rel=1e-12)
+            assert int(scores[e, i].argmax()) == label
+    assert torch.allclose(clf(s[:, :, :1], q), proto(s[:, :, :1], q))
+    assert not torch.equal(clf(s, q).argmax(-1), proto(s, q).argmax(-1))
+    with pytest.raises(ValueError, match="support"):
+        clf(s[0], q)
