@@ -98,7 +98,9 @@ class Params(DataParams):
     hist_range: str = param("adaptive", choices=("adaptive", "fixed"), help="histogram loss: nodes span each "
                                                                               "tuple's scores (paper) or [-1, 1]")
     var_floor: float = param(1e-4, gt=0, help="variance floor of every fitted Gaussian / component")
-    em_iters: int = param(30, ge=1, help="EM iterations without a graph in training (then em_unroll with one)")
+    em_iters: int = param(1000, ge=1, help="most EM iterations without a graph in training: EM stops at convergence "
+                                           "(1e-5 on the mean log-likelihood per point), this is a cap (the "
+                                           "authors': 1000); then em_unroll steps with a graph")
     em_unroll: int = param(3, ge=0, help="EM iterations back-propagated through (training, unrolled em_grad)")
     em_grad: str = param("unrolled", choices=GRADS, help="gradient through the GMM fit: unrolled (em_unroll EM "
                                                          "steps) or implicit (the fixed point's exact gradient, "

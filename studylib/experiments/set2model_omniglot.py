@@ -93,7 +93,9 @@ class Params(DataParams):
     half_width: float = param(2.0, gt=0, help="histogram loss: kernel half-width in node spacings (authors' "
                                               "code: 2)")
     var_floor: float = param(1e-4, gt=0, help="variance floor of every fitted Gaussian / component")
-    em_iters: int = param(30, ge=1, help="EM iterations without a graph in training (then em_unroll with one)")
+    em_iters: int = param(1000, ge=1, help="most EM iterations without a graph in training: EM stops at convergence "
+                                           "(1e-5 on the mean log-likelihood per point), this is a cap (the "
+                                           "authors': 1000); then em_unroll steps with a graph")
     em_unroll: int = param(3, ge=0, help="EM iterations back-propagated through (training)")
     eval_ways: list[int] = param([5, 20], ge=2, help="test ways (paper, Table 2: 5 and 20)")
     eval_shots: int = param(5, ge=1, help="test shots (paper, Table 2: 5)")

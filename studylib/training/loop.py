@@ -610,7 +610,8 @@ def _to_device(batch: Batch, device: torch.device) -> Batch:
     return Batch(batch.indices.to(device),
                  batch.labels.to(device) if batch.labels is not None else None,
                  batch.support.to(device) if batch.support is not None else None,
-                 batch.ways, batch.shots, batch.queries, batch.episodes)
+                 batch.ways, batch.shots, batch.queries, batch.episodes,
+                 batch.classes.to(device) if batch.classes is not None else None)
 
 
 def config_dict(cfg: TrainConfig) -> dict[str, Any]:
