@@ -10,7 +10,11 @@ PAPER-NOTES 003):
   authors' conventions: adaptive range, 100 nodes, half-width-2 kernel); Adam. One network per *training
   objective* and seed: ``"gauss"`` (S2M-Gauss, the network of Table 2), ``"gmm"`` (S2M-GMM2: through a
   2-component GMM fitted by EM, back-propagated through unrolled EM steps), ``"avg"`` (AVG-FT: the mean
-  baseline of Eq. 16 trained the same way).
+  baseline of Eq. 16 trained the same way), and ``"mn"`` (Table 2's Matching Networks row: the study's MN of
+  seed 000, no full-context embeddings, trained on ``mn_ways``-way ``eval_shots``-shot episodes of as many
+  images as a set network's batch, and tested with its own soft assignment over the support images; paper and
+  check scale, not smoke, to keep the smoke run near two minutes). The convolutional Siamese net of Table 2 is
+  not trained: S2M-Gauss is compared with its reported accuracy at paper scale.
 * Network (Sec. 4.2): the Conv4 of Matching Networks (Vinyals et al.): 3x3 convolution, batch norm, ReLU,
   2x2 max-pool, four times, 64 filters, 28x28 input, 64-d features, L2-normalised.
 * Test (Sec. 4.1, Table 2): ``eval_episodes`` episodes of ``w``-way ``eval_shots``-shot classification on the
