@@ -89,9 +89,9 @@ def test_table2_baselines_matching_nets_and_siamese_are_measured():
 
 @needs_omniglot
 def test_set2model_trained_on_real_omniglot_classifies_by_likelihood_above_chance(tmp_path, monkeypatch):
-    """The paper's data path (rotations as classes, Vinyals split, |X| = 5, |Z+| = 15, |Z-| = 20, 3 tuples per
-    batch) through the real reader; a small S2M-Gauss network trained for a few steps; 5-shot 5- and 20-way
-    likelihood classification of unseen characters must clearly beat chance."""
+    """The paper's data path (rotations as classes, the random class split of Sec. 4.4, |X| = 5, |Z+| = 15,
+    |Z-| = 20, 3 tuples per batch) through the real reader; a small S2M-Gauss network trained for a few steps;
+    5-shot 5- and 20-way likelihood classification of unseen characters must clearly beat chance."""
     monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path / "cache"))
     p = load_params(mod.Params, mod.NOTEBOOK, "paper", data_root=str(OMNIGLOT_ZIP), hidden=16, epochs=1,
                     batches_per_epoch=80, eval_episodes=10, seeds=[0], train_models=["gauss"], device="cpu")
