@@ -230,19 +230,20 @@ def run(p: Params, progress: bool = True) -> dict[str, list[Outcome]]:
 # ----------------------------------------------------------------------------------------------------------
 
 def classifiers(p: Params) -> dict[str, Any]:
-    """``{name: classifier}`` every network is tested with (module docstring)."""
+    """``{name: classifier}`` every network is tested with (module docstring); the tables report the soft
+    assignment (Matching Networks' classifier) of the MN network only (:func:`classifiers_of`)."""
     return {"gauss": likelihood_classifier("gauss", var_floor=p.var_floor),
             "gmm": likelihood_classifier("gmm", components=p.components, var_floor=p.var_floor, seed=0),
             "avg": likelihood_classifier("avg"),
             "centroid": nearest_centroid, MN_CLASSIFIER: soft_assignment}
 
 
-def classify(p: Params, outcome: Outcome, model: str = "gauss") -> dict[str, torch.Tensor]:
+def classify(p: Params, outcome: Outcome) -> dict[str, torch.Tensor]:
     """``{"<ways>way/<classifier>": [E] per-episode accuracy}`` of one network on the test split, the same
     episodes (seed 0) for every network; cached in the run's folder under a hash of the protocol."""
     config = {"ways": list(p.eval_ways), "shots": p.eval_shots, "queries": p.eval_queries,
               "episodes": p.eval_episodes, "components": p.components, "var_floor": p.var_floor,
-              "classifiers": list(classifiers_of(model)), "chunk": EVAL_CHUNK, "v": EVAL_VERSION}
+              "classifiers": list(classifiers(p)), "chunk": EVAL_CHUNK, "v": EVAL_VERSION}
 
     def compute() -> dict[str, torch.Tensor]:
         method, transform, dataset = load_trained(outcome)
@@ -251,9 +252,7 @@ def classify(p: Params, outcome: Outcome, model: str = "gauss") -> dict[str, tor
         out = {}
         for w in p.eval_ways:
             res = evaluate(feats, test.labels.to(feats.device), ways=w, shots=p.eval_shots, queries=p.eval_queries,
-                           episodes=p.eval_episodes,
-                           classifier={k: v for k, v in classifiers(p).items() if k in classifiers_of(model)}, seed=0,
-                           train_mean=None,
+                           episodes=p.eval_episodes, classifier=classifiers(p), seed=0, train_mean=None,
                            chunk=EVAL_CHUNK)
             for (name, _), r in res.items():
                 out[f"{w}way/{name}"] = r.accuracies
@@ -264,7 +263,7 @@ def classify(p: Params, outcome: Outcome, model: str = "gauss") -> dict[str, tor
 
 def evaluate_all(p: Params, outcomes: dict[str, list[Outcome]]) -> dict[str, list[dict[str, torch.Tensor]]]:
     """:func:`classify` of every network: ``{objective: [per seed]}``."""
-    return {m: [classify(p, o, m) for o in outs] for m, outs in outcomes.items()}
+    return {m: [classify(p, o) for o in outs] for m, outs in outcomes.items()}
 
 
 def accuracy(res: dict[str, list[dict[str, torch.Tensor]]], model: str, ways: int, clf: str) -> stats.Estimate:

@@ -102,7 +102,7 @@ def test_set2model_trained_on_real_omniglot_classifies_by_likelihood_above_chanc
     steps = [m for m in out.metrics if "violation" in m]
     assert len(steps) == 80 and all(0.0 <= m["violation"] <= 1.0 for m in steps)
     acc = mod.classify(p, out)
-    assert set(acc) == {f"{w}way/{c}" for w in (5, 20) for c in mod.CLASSIFIERS}
+    assert set(acc) == {f"{w}way/{c}" for w in (5, 20) for c in (*mod.CLASSIFIERS, mod.MN_CLASSIFIER)}
     assert all(a.shape == (10,) for a in acc.values())
     # 10 episodes of 75 (5-way) or 300 (20-way) queries: twice (three times) chance is far outside its noise
     assert float(acc["5way/gauss"].mean()) > 2 * 0.2  # chance 0.2
