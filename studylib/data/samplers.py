@@ -38,6 +38,9 @@ class Batch:
         episodes: how many episodes of that shape are concatenated in the batch (InfoPatch trains on 4 per
             batch); ``labels`` and ``support`` repeat per episode. Only methods with ``multi_episode = True``
             accept more than one (the training loop checks).
+        classes: ``[episodes * ways]`` int64 split labels of the episodes' classes in batch order (episodic
+            samplers only; None otherwise): what a method that memorises per-class state reads (Set2Model's
+            EM warm start, seed 003 Sec. 4.2).
     """
 
     indices: torch.Tensor
@@ -47,6 +50,7 @@ class Batch:
     shots: int | None = None
     queries: int | None = None
     episodes: int = 1
+    classes: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.indices.numel())
@@ -169,10 +173,11 @@ class EpisodicSampler:
     def __len__(self) -> int:
         return self.episodes_per_epoch
 
-    def _batch(self, idx: torch.Tensor) -> Batch:
+    def _batch(self, idx: torch.Tensor, classes: torch.Tensor) -> Batch:
         if self.roles:
-            return Batch(idx.reshape(-1), self.labels, self.support, self.ways, self.shots, self.queries)
-        return Batch(idx.reshape(-1), self.labels, None, self.ways, None, None)
+            return Batch(idx.reshape(-1), self.labels, self.support, self.ways, self.shots, self.queries,
+                         classes=classes)
+        return Batch(idx.reshape(-1), self.labels, None, self.ways, None, None, classes=classes)
 
     def epoch(self, epoch: int) -> list[Batch]:
         e = self.episodes_per_batch
@@ -185,7 +190,8 @@ class EpisodicSampler:
             first = group[0]
             out.append(Batch(torch.cat([b.indices for b in group]), first.labels.repeat(e),
                              first.support.repeat(e) if first.support is not None else None,
-                             first.ways, first.shots, first.queries, episodes=e))
+                             first.ways, first.shots, first.queries, episodes=e,
+                             classes=torch.cat([b.classes for b in group])))
         return out
 
     def _episodes(self, epoch: int, count: int) -> list[Batch]:
@@ -196,7 +202,7 @@ class EpisodicSampler:
         if self.replacement:
             for _ in range(count):
                 cls = present[torch.randperm(len(present), generator=gen)[: self.ways]]
-                out.append(self._batch(self.classes.draw(cls, per, gen)))
+                out.append(self._batch(self.classes.draw(cls, per, gen), cls))
             return out
         # Without replacement: per-class shuffled queues with cursors.
         queue = self.classes.draw(present, int(self.classes.counts.max()), gen)  # [K, max] shuffled per class
@@ -208,7 +214,7 @@ class EpisodicSampler:
                 break
             pick = ok[torch.randperm(len(ok), generator=gen)[: self.ways]]
             cols = cursor[pick][:, None] + torch.arange(per)[None, :]
-            out.append(self._batch(torch.gather(queue[pick], 1, cols)))
+            out.append(self._batch(torch.gather(queue[pick], 1, cols), present[pick]))
             cursor[pick] += per
             left[pick] -= per
         return out

@@ -129,7 +129,10 @@ _SEC31 = Citation(("86%", "87%"), "002", None, "Classification accuracy of held-
 _S2M_T1 = {"S2M-Gauss": ("0.254", "0.706", "0.467", "0.740"), "AVG-FT": ("0.236", "0.669", "0.439", "0.661"),
            "Gauss-AVG-FT": ("0.246", "0.676", "0.465", "0.695"), "S2M-GMM2": ("0.265", "0.711", "0.560", "0.689"),
            "Gauss-PL": ("0.186", "0.529", "0.240"), "GMM2-PL": ("0.180", "0.483", "0.301"),
-           "AVG-PL": ("0.183", "0.556", "0.212"), "SVM-PL": ("0.080", "0.481", "0.145")}
+           "AVG-PL": ("0.183", "0.556", "0.212"), "SVM-PL": ("0.080", "0.481", "0.145"),
+           "NN-PL": ("0.070", "0.316", "0.076"), "NN-FT": ("0.073", "0.318", "0.528", "0.145"),
+           "GMM3-PL": ("0.174", "0.473", "0.319"), "S2M-GMM3": ("0.258", "0.658", "0.581"),
+           "GMM4-PL": ("0.178", "0.455", "0.327"), "S2M-GMM4": ("0.250", "0.690", "0.577")}
 
 
 def _s2m_t1(row: str, column: int) -> Citation:
@@ -209,6 +212,11 @@ REGISTRY: dict[tuple[str, str], Meta] = {
     ("11_set2model", "t1-ft-beats-pl-gmm"): Meta(citations=_t1("S2M-GMM2", "GMM2-PL")),
     ("11_set2model", "t1-ft-beats-pl-avg"): Meta(citations=_t1("AVG-FT", "AVG-PL")),
     ("11_set2model", "sec31-gauss-pl-beats-svm-pl"): Meta(citations=_t1("Gauss-PL", "SVM-PL")),
+    ("11_set2model", "t1-avg-pl-beats-nn-pl"): Meta(citations=_t1("AVG-PL", "NN-PL")),
+    ("11_set2model", "t1-gauss-beats-nn-ft"): Meta(citations=(_s2m_t1("S2M-Gauss", 4), _s2m_t1("NN-FT", 4))),
+    ("11_set2model", "t1-ft-beats-pl-nn"): Meta(citations=_t1("NN-FT", "NN-PL")),
+    **{("11_set2model", f"t1-s2m-gmm{m}-beats-gmm{m}-pl"): Meta(citations=_t1(f"S2M-GMM{m}", f"GMM{m}-PL"))
+       for m in (3, 4)},
     ("11_set2model", "t1-omniglot-gauss-level"): Meta(citations=(_s2m_t1("S2M-Gauss", 4),)),
     ("11_set2model", "t1-omniglot-avg-level"): Meta(citations=(_s2m_t1("AVG-FT", 4),)),
     # Table 2 (caption below the rows); columns: 1 5-way, 2 20-way
@@ -219,6 +227,16 @@ REGISTRY: dict[tuple[str, str], Meta] = {
     ("12_set2model_omniglot", "t2-s2m-gauss-beats-mann"): Meta(citations=(
         Citation(("0.985",), "003", "Table 2", "S2M-Gauss", column=1),
         Citation(("0.949",), "003", "Table 2", "MANN (No Conv) [25]", column=1))),
+    **{("12_set2model_omniglot", f"t2-s2m-gauss-similar-to-siamese-{w}way"): Meta(citations=(
+        Citation((s2m,), "003", "Table 2", "S2M-Gauss", column=c),
+        Citation((siam,), "003", "Table 2", "Convolutional Siamese Net [13]", column=c)))
+       for w, c, s2m, siam in ((5, 1, "0.985", "0.984"), (20, 2, "0.956", "0.965"))},
+    **{("12_set2model_omniglot", f"t2-mn-beats-s2m-gauss-{w}way"): Meta(PROXY, note=(
+        "the study's Matching Networks are seed 000's (no full-context embeddings, squared-Euclidean soft "
+        "assignment), not Vinyals et al.'s cosine attention with FCE of Table 2's row"), citations=(
+        Citation((mn,), "003", "Table 2", "Matching Nets [31]", column=c),
+        Citation((s2m,), "003", "Table 2", "S2M-Gauss", column=c)))
+       for w, c, mn, s2m in ((5, 1, "0.989", "0.985"), (20, 2, "0.985", "0.956"))},
     # -- seed 001 ---------------------------------------------------------------------------------------------
     ("06_beclr_pretraining", "t1-opta-gain-1shot"): Meta(citations=(
         Citation(("75.74",), "001", "Table 1", "BECLR (Ours) RN18", "RN18"),

@@ -97,8 +97,12 @@ class Params(DataParams):
                                               "code: 2; Ustinova and Lempitsky: 1)")
     hist_range: str = param("adaptive", choices=("adaptive", "fixed"), help="histogram loss: nodes span each "
                                                                               "tuple's scores (paper) or [-1, 1]")
-    var_floor: float = param(1e-4, gt=0, help="variance floor of every fitted Gaussian / component")
-    em_iters: int = param(30, ge=1, help="EM iterations without a graph in training (then em_unroll with one)")
+    var_floor: float = param(1e-4, gt=0, help="variance added to every fitted Gaussian / component (the authors' "
+                                              "1e-6 at paper scale; smoke: 1e-4, as notebook 12's smoke, where 1e-6 "
+                                              "was measured worse; not re-measured here)")
+    em_iters: int = param(1000, ge=1, help="most EM iterations without a graph in training: EM stops at convergence "
+                                           "(1e-5 on the mean log-likelihood per point), this is a cap (the "
+                                           "authors': 1000); then em_unroll steps with a graph")
     em_unroll: int = param(3, ge=0, help="EM iterations back-propagated through (training, unrolled em_grad)")
     em_grad: str = param("unrolled", choices=GRADS, help="gradient through the GMM fit: unrolled (em_unroll EM "
                                                          "steps) or implicit (the fixed point's exact gradient, "
@@ -397,6 +401,10 @@ PAPER_TABLE1 = {
     "AVG-PL": (0.183, 0.556, 0.212, None),
     "Gauss-PL": (0.186, 0.529, 0.240, None),
     "GMM2-PL": (0.180, 0.483, 0.301, None),
+    "GMM3-PL": (0.174, 0.473, 0.319, None),
+    "S2M-GMM3": (0.258, 0.658, 0.581, None),
+    "GMM4-PL": (0.178, 0.455, 0.327, None),
+    "S2M-GMM4": (0.250, 0.690, 0.577, None),
 }
 LEVEL_MARGIN = 0.03  # a paper-scale Omniglot mAP "matches" when its 95% interval lies within 3 points
 HIST_MARGIN = 0.02  # the histogram loss approximates Eq. 5 when the paired difference lies within 2 points
@@ -426,6 +434,9 @@ def claim_pairs(p: Params) -> dict[str, tuple[tuple[str, str], tuple[str, str], 
         "t1-ft-beats-pl-gmm": _pair("gmm", k, PL, k, "plain"),
         "t1-ft-beats-pl-avg": _pair("avg", "avg", PL, "avg", "plain"),
         "sec31-gauss-pl-beats-svm-pl": _pair(PL, "gauss", PL, "svm", "plain"),
+        "t1-avg-pl-beats-nn-pl": _pair(PL, "avg", PL, "nn", "plain"),
+        "t1-gauss-beats-nn-ft": _pair("gauss", "gauss", "nn", "nn", "plain"),
+        "t1-ft-beats-pl-nn": _pair("nn", "nn", PL, "nn", "plain"),
     }
 
 
@@ -495,6 +506,25 @@ def claims(p: Params, outcomes: dict[str, list[Outcome]] | None = None,
         f"Gauss-PL {_t1('Gauss-PL')}; SVM-PL {_t1('SVM-PL')}",
         f"mAP Gauss-PL - SVM-PL (SVM: C = {p.svm_c:g}, {2 * p.eval_set_size} negatives from other concepts' sets), "
         "plain concepts, paired by concept", Expectation("greater"), (PL,))
+    add("t1-avg-pl-beats-nn-pl", "On pre-learned features the set mean ranks better than the nearest set member "
+        "(AVG-PL > NN-PL)", "Table 1", f"AVG-PL {_t1('AVG-PL')}; NN-PL {_t1('NN-PL')}",
+        f"mAP AVG-PL - NN-PL, plain concepts, paired by concept ({pl_note})", Expectation("greater"), (PL,))
+    add("t1-gauss-beats-nn-ft", "Training through the Gaussian fit beats training for the nearest set member "
+        "(S2M-Gauss > NN-FT)", "Table 1 (Omniglot)", "S2M-Gauss 0.740 vs NN-FT 0.145 (Omniglot)",
+        "mAP S2M-Gauss - NN-FT, plain concepts, paired by concept", Expectation("greater"), ("gauss", "nn"))
+    add("t1-ft-beats-pl-nn", "Fine-tuning for the nearest-neighbour score beats it on pre-learned features (NN-FT > "
+        "NN-PL)", "Table 1", f"NN-FT {_t1('NN-FT')}; NN-PL {_t1('NN-PL')}",
+        f"mAP NN-FT - NN-PL, plain concepts, paired by concept ({pl_note})", Expectation("greater"), ("nn", PL))
+    why_gmm34 = ("Table 1 has S2M-GMM3/4 only on the web data sets (ImageNet, RGBD, Flowers), which "
+                 "the study cannot obtain (Google image search sets); the paper does not run them on Omniglot, the "
+                 "data here (\"we do not use GMM with 3 or 4 components with Omniglot due to small size of the "
+                 "concept-describing sets\", Table 1)")
+    for m in (3, 4):
+        rows.append(Claim(f"t1-s2m-gmm{m}-beats-gmm{m}-pl", f"Fine-tuning through a {m}-component mixture fit beats "
+                          f"the mixture on pre-learned features (S2M-GMM{m} > GMM{m}-PL)", "Table 1",
+                          f"S2M-GMM{m} {_t1(f'S2M-GMM{m}')}; GMM{m}-PL {_t1(f'GMM{m}-PL')}",
+                          f"mAP S2M-GMM{m} - GMM{m}-PL on web concept sets", Expectation("greater"), applies=False,
+                          why_not=why_gmm34))
     add("sec32-hist-approximates-eq5", "The histogram loss (Eq. 7) is a differentiable approximation of the "
         "violation probability (Eq. 5)", "Sec. 3.2", "",
         f"histogram loss - exact violation rate on test concepts (S2M-Gauss scores, within "

@@ -10,7 +10,11 @@ PAPER-NOTES 003):
   authors' conventions: adaptive range, 100 nodes, half-width-2 kernel); Adam. One network per *training
   objective* and seed: ``"gauss"`` (S2M-Gauss, the network of Table 2), ``"gmm"`` (S2M-GMM2: through a
   2-component GMM fitted by EM, back-propagated through unrolled EM steps), ``"avg"`` (AVG-FT: the mean
-  baseline of Eq. 16 trained the same way).
+  baseline of Eq. 16 trained the same way), and ``"mn"`` (Table 2's Matching Networks row: the study's MN of
+  seed 000, no full-context embeddings, trained on ``mn_ways``-way ``eval_shots``-shot episodes of as many
+  images as a set network's batch, and tested with its own soft assignment over the support images; paper and
+  check scale, not smoke, to keep the smoke run near two minutes). The convolutional Siamese net of Table 2 is
+  not trained: S2M-Gauss is compared with its reported accuracy at paper scale.
 * Network (Sec. 4.2): the Conv4 of Matching Networks (Vinyals et al.): 3x3 convolution, batch norm, ReLU,
   2x2 max-pool, four times, 64 filters, 28x28 input, 64-d features, L2-normalised.
 * Test (Sec. 4.1, Table 2): ``eval_episodes`` episodes of ``w``-way ``eval_shots``-shot classification on the
@@ -36,7 +40,7 @@ from studylib import plots
 from studylib.config import param
 from studylib.data.base import FewShotDataset
 from studylib.evaluation import episode_seed, evaluate, extract_features, stats
-from studylib.evaluation.classifiers import nearest_centroid
+from studylib.evaluation.classifiers import nearest_centroid, soft_assignment
 from studylib.evaluation.verdicts import Claim, Expectation
 from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.common import DataParams
@@ -47,8 +51,9 @@ from studylib.training.loop import OPTIMIZERS, TrainConfig
 from studylib.utils import get_device
 
 NOTEBOOK = "12_set2model_omniglot"
-MODELS = ("gauss", "gmm", "avg")
+MODELS = ("gauss", "gmm", "avg", "mn")
 CLASSIFIERS = ("gauss", "gmm", "avg", "centroid")
+MN_CLASSIFIER = "soft"  # the Matching Networks network's own classifier (soft assignment over support images)
 EVAL_VERSION = 2  # 2: episodes drawn per training seed; bump when the evaluation changes, so cached results are recomputed
 EVAL_CHUNK = 20  # episodes per classifier call: fixed, so the GMM's k-means++ draws do not depend on threads
 
@@ -78,7 +83,12 @@ class Params(DataParams):
                                              "Conv4's features, 64-d in the paper)")
     train_models: list[str] = param(["gauss", "gmm", "avg"], choices=MODELS,
                                     help="training objectives, one network each: gauss (S2M-Gauss, Table 2), "
-                                         "gmm (S2M-GMM), avg (AVG-FT)")
+                                         "gmm (S2M-GMM), avg (AVG-FT), mn (Matching Networks, Table 2's "
+                                         "strongest baseline: the study's MN of seed 000, episodes of mn_ways x "
+                                         "(eval_shots + mn_queries))")
+    mn_ways: int = param(5, ge=2, help="mn only: classes per training episode (5 x (5 + 7) = 60 images, as many "
+                                       "as a set network's batch)")
+    mn_queries: int = param(7, ge=1, help="mn only: query images per class of a training episode")
     components: int = param(2, ge=1, help="mixture components of the gmm objective and classifier")
     tuples: int = param(3, ge=2, help="training tuples (classes) per batch (paper, classification: 3)")
     set_size: int = param(5, ge=1, help="concept set size |X| in training (paper, classification: 5)")
@@ -92,8 +102,11 @@ class Params(DataParams):
     bins: int = param(100, ge=2, help="histogram loss: nodes (authors' code: 100)")
     half_width: float = param(2.0, gt=0, help="histogram loss: kernel half-width in node spacings (authors' "
                                               "code: 2)")
-    var_floor: float = param(1e-4, gt=0, help="variance floor of every fitted Gaussian / component")
-    em_iters: int = param(30, ge=1, help="EM iterations without a graph in training (then em_unroll with one)")
+    var_floor: float = param(1e-4, gt=0, help="variance added to every fitted Gaussian / component (the authors' "
+                                              "1e-6 at paper scale; smoke: 1e-4, see smoke.yaml)")
+    em_iters: int = param(1000, ge=1, help="most EM iterations without a graph in training: EM stops at convergence "
+                                           "(1e-5 on the mean log-likelihood per point), this is a cap (the "
+                                           "authors': 1000); then em_unroll steps with a graph")
     em_unroll: int = param(3, ge=0, help="EM iterations back-propagated through (training)")
     eval_ways: list[int] = param([5, 20], ge=2, help="test ways (paper, Table 2: 5 and 20)")
     eval_shots: int = param(5, ge=1, help="test shots (paper, Table 2: 5)")
@@ -143,16 +156,22 @@ def load_data(p: Params) -> FewShotDataset:
 
 def model_label(model: str, p: Params) -> str:
     """The paper's row name of a training objective."""
-    return {"gauss": "S2M-Gauss", "gmm": f"S2M-GMM{p.components}", "avg": "AVG-FT"}[model]
+    return {"gauss": "S2M-Gauss", "gmm": f"S2M-GMM{p.components}", "avg": "AVG-FT", "mn": "Matching Nets"}[model]
 
 
 def own_classifier(model: str) -> str:
     """The classifier that scores the way a network was trained."""
-    return model
+    return MN_CLASSIFIER if model == "mn" else model
+
+
+def classifiers_of(model: str) -> tuple[str, ...]:
+    """Every classifier a network is tested with: :data:`CLASSIFIERS`, and the MN network's own."""
+    return CLASSIFIERS + ((MN_CLASSIFIER,) if model == "mn" else ())
 
 
 def classifier_label(clf: str, p: Params) -> str:
-    return {"gauss": "Gauss", "gmm": f"GMM{p.components}", "avg": "AVG", "centroid": "nearest centroid"}[clf]
+    return {"gauss": "Gauss", "gmm": f"GMM{p.components}", "avg": "AVG", "centroid": "nearest centroid",
+            MN_CLASSIFIER: "soft assignment (MN)"}[clf]
 
 
 def method_label(model: str, clf: str, p: Params) -> str:
@@ -162,7 +181,24 @@ def method_label(model: str, clf: str, p: Params) -> str:
     return f"{classifier_label(clf, p)} on {model_label(model, p)}"
 
 
+def make_mn_spec(p: Params, seed: int) -> RunSpec:
+    """Matching Networks (the study's MN of seed 000: no full-context embeddings, soft assignment over the
+    support images), trained on ``mn_ways``-way ``eval_shots``-shot episodes of the same data, backbone,
+    optimiser, rate and number of batches as the set networks."""
+    return RunSpec(
+        name=f"{NOTEBOOK}-mn", data=data_spec(p), backbone="conv4", backbone_options={"hidden": p.hidden},
+        method="mn", method_options={}, augment="none",
+        train=TrainConfig(epochs=p.epochs, sampler="episodic", ways=p.mn_ways, shots=p.eval_shots,
+                          queries=p.mn_queries, batches_per_epoch=p.batches_per_epoch, optimizer=p.optimizer,
+                          lr=p.lr, weight_decay=0.0, schedule="constant", milestones=[], seed=seed,
+                          device=p.device, scale=p.scale),
+        eval=EvalSpec(ways=2, shots=[1], queries=1, episodes=10, classifiers=["nearest_centroid"], cl2n=False,
+                      split="val", val_episodes=0, seed=0))
+
+
 def make_spec(p: Params, model: str, seed: int) -> RunSpec:
+    if model == "mn":
+        return make_mn_spec(p, seed)
     opts: dict[str, Any] = {"score": model, "dim": p.dim, "negatives": p.negatives, "bins": p.bins,
                             "half_width": p.half_width, "value_range": "adaptive", "var_floor": p.var_floor}
     if model == "gmm":
@@ -194,11 +230,12 @@ def run(p: Params, progress: bool = True) -> dict[str, list[Outcome]]:
 # ----------------------------------------------------------------------------------------------------------
 
 def classifiers(p: Params) -> dict[str, Any]:
-    """``{name: classifier}`` every network is tested with (module docstring)."""
+    """``{name: classifier}`` every network is tested with (module docstring); the tables report the soft
+    assignment (Matching Networks' classifier) of the MN network only (:func:`classifiers_of`)."""
     return {"gauss": likelihood_classifier("gauss", var_floor=p.var_floor),
             "gmm": likelihood_classifier("gmm", components=p.components, var_floor=p.var_floor, seed=0),
             "avg": likelihood_classifier("avg"),
-            "centroid": nearest_centroid}
+            "centroid": nearest_centroid, MN_CLASSIFIER: soft_assignment}
 
 
 def classify(p: Params, outcome: Outcome) -> dict[str, torch.Tensor]:
@@ -206,7 +243,7 @@ def classify(p: Params, outcome: Outcome) -> dict[str, torch.Tensor]:
     episodes for every network of a training seed (each seed its own: episodes.episode_seed); cached in the run's folder under a hash of the protocol."""
     config = {"ways": list(p.eval_ways), "shots": p.eval_shots, "queries": p.eval_queries,
               "episodes": p.eval_episodes, "components": p.components, "var_floor": p.var_floor,
-              "classifiers": list(CLASSIFIERS), "chunk": EVAL_CHUNK, "v": EVAL_VERSION}
+              "classifiers": list(classifiers(p)), "chunk": EVAL_CHUNK, "v": EVAL_VERSION}
 
     def compute() -> dict[str, torch.Tensor]:
         method, transform, dataset = load_trained(outcome)
@@ -249,7 +286,7 @@ def results_table(p: Params, res: dict[str, list[dict[str, torch.Tensor]]]) -> l
     """Table 2 analog: one row per (network, classifier), accuracy (%) per way over seeds, the paper's value."""
     rows = []
     for m in res:
-        for clf in CLASSIFIERS:
+        for clf in classifiers_of(m):
             row: dict[str, Any] = {"method": method_label(m, clf, p), "trained for": model_label(m, p),
                                    "classifier": classifier_label(clf, p)}
             for w in p.eval_ways:
@@ -261,7 +298,8 @@ def results_table(p: Params, res: dict[str, list[dict[str, torch.Tensor]]]) -> l
     return rows
 
 
-FIGURE_METHODS = (("gauss", "gauss"), ("gmm", "gmm"), ("avg", "avg"), ("avg", "gauss"), ("gauss", "centroid"))
+FIGURE_METHODS = (("gauss", "gauss"), ("gmm", "gmm"), ("avg", "avg"), ("avg", "gauss"), ("gauss", "centroid"),
+                  ("mn", MN_CLASSIFIER))
 
 
 def figure_rows(p: Params, res: dict[str, list[dict[str, torch.Tensor]]]) -> list[dict[str, Any]]:
@@ -299,6 +337,7 @@ def claim_pairs(p: Params) -> dict[str, tuple[tuple[str, str], tuple[str, str], 
         out[f"s2m-gauss-beats-avg-ft-{w}way"] = (("gauss", "gauss"), ("avg", "avg"), w)
         out[f"s2m-gauss-beats-gauss-avg-ft-{w}way"] = (("gauss", "gauss"), ("avg", "gauss"), w)
         out[f"s2m-gauss-beats-gmm-{w}way"] = (("gauss", "gauss"), ("gmm", "gmm"), w)
+        out[f"t2-mn-beats-s2m-gauss-{w}way"] = (("mn", MN_CLASSIFIER), ("gauss", "gauss"), w)
     return out
 
 
@@ -330,6 +369,17 @@ def claims(p: Params, outcomes: dict[str, list[Outcome]] | None = None,
     ok, why = paper_ok, paper_why
     if ok and ("gauss" not in have or 5 not in p.eval_ways):
         ok, why = False, "needs the gauss objective and 5-way"
+    siam = PAPER_TABLE2["Convolutional Siamese Net"]
+    for w in (5, 20):
+        ok, why = paper_ok, paper_why
+        if ok and ("gauss" not in have or w not in p.eval_ways):
+            ok, why = False, f"needs the gauss objective and {w}-way"
+        rows.append(Claim(f"t2-s2m-gauss-similar-to-siamese-{w}way", f"S2M-Gauss classifies 5-shot {w}-way Omniglot "
+                          f"about as well as the convolutional Siamese net (Koch et al.; not trained here: its "
+                          f"reported accuracy)", "Table 2, Sec. 4.4", f"S2M-Gauss {PAPER_TABLE2['S2M-Gauss'][w]:.3f} "
+                          f"vs Siamese {siam[w]:.3f}", f"our 5-shot {w}-way accuracy - {siam[w]:.3f} (within "
+                          f"{100 * LEVEL_MARGIN:g} pts)", Expectation("within", margin=LEVEL_MARGIN), applies=ok,
+                          why_not=why))
     rows.append(Claim("t2-s2m-gauss-beats-mann", "S2M-Gauss beats MANN (no conv) at 5-shot 5-way", "Table 2, Sec. 4.4",
                       f"S2M-Gauss 0.985 vs MANN {PAPER_TABLE2['MANN (No Conv)'][5]:.3f}",
                       f"our 5-shot 5-way accuracy - {PAPER_TABLE2['MANN (No Conv)'][5]:.3f}", Expectation("greater"),
@@ -357,6 +407,12 @@ def claims(p: Params, outcomes: dict[str, list[Outcome]] | None = None,
                 f"mean: S2M-Gauss > Gauss-AVG-FT ({w}-way)", "Table 1 (Omniglot retrieval), applied to Table 2's "
                 "task", f"retrieval mAP {t1['S2M-Gauss']:.3f} vs {t1['Gauss-AVG-FT']:.3f}; classification not "
                 "reported", test, ("gauss", "avg"))
+        elif cid.startswith("t2-mn-beats-s2m-gauss"):
+            mn = PAPER_TABLE2["Matching Nets"][w]
+            add(cid, f"Matching Networks classify better than S2M-Gauss, which is \"not much worse\" ({w}-way)",
+                "Table 2, Sec. 4.4", f"Matching Nets {mn:.3f} vs S2M-Gauss {PAPER_TABLE2['S2M-Gauss'][w]:.3f}",
+                test + " (the study's MN of seed 000: no full-context embeddings, Euclidean soft assignment)",
+                ("mn", "gauss"))
         else:
             add(cid, f"With small sets, a single Gaussian beats a mixture: S2M-Gauss > {gk} ({w}-way)",
                 "Table 1 (Omniglot), Sec. 4.4, applied to Table 2's task",
@@ -384,6 +440,11 @@ def effects(p: Params, res: dict[str, list[dict[str, torch.Tensor]]]) -> dict[st
                 ref = PAPER_TABLE2["S2M-Gauss"][w]
                 out[f"t2-s2m-gauss-{w}way-level"] = stats.combine(lambda a, r=ref: a - r,
                                                                   accuracy(res, "gauss", w, "gauss"))
+        for w in (5, 20):
+            if w in p.eval_ways:
+                ref = PAPER_TABLE2["Convolutional Siamese Net"][w]
+                out[f"t2-s2m-gauss-similar-to-siamese-{w}way"] = stats.combine(lambda a, r=ref: a - r,
+                                                                               accuracy(res, "gauss", w, "gauss"))
         if 5 in p.eval_ways:
             mann = PAPER_TABLE2["MANN (No Conv)"][5]
             out["t2-s2m-gauss-beats-mann"] = stats.combine(lambda a: a - mann, accuracy(res, "gauss", 5, "gauss"))
@@ -398,7 +459,7 @@ def reference_values(p: Params, outcomes: dict[str, list[Outcome]],
     out: dict[str, Any] = {}
     for m in res:
         for w in p.eval_ways:
-            for clf in CLASSIFIERS:
+            for clf in classifiers_of(m):
                 out[f"{m}/{w}way/{clf}"] = accuracy(res, m, w, clf)
     table = claims(p, outcomes, res)
     for c in table:

@@ -214,9 +214,18 @@ class _ImplicitEM(torch.autograd.Function):
         return gx.reshape(*lead, n, d).to(x.dtype), None, None, None
 
 
+def _hard_start(x: torch.Tensor, means: torch.Tensor, var_floor: float) -> GMM:
+    """The M-step of the hard assignment of every point of ``x [B..., N, d]`` to its nearest initial mean
+    (``means [B..., K, d]``): EM's starting point from given means."""
+    d2 = ((x.unsqueeze(-2) - means.unsqueeze(-3)) ** 2).sum(-1)  # [B..., N, K]
+    resp = torch.nn.functional.one_hot(d2.argmin(-1), means.shape[-2]).to(x.dtype)
+    return _m_step(x, resp, var_floor)
+
+
 def fit_gmm(x: torch.Tensor, k: int, iters: int = 100, tol: float = 1e-5, unroll: int = 3,
             var_floor: float = 1e-4, init: GMM | torch.Tensor | None = None,
-            generator: torch.Generator | None = None, grad: str = "unrolled") -> GMM:
+            generator: torch.Generator | None = None, grad: str = "unrolled",
+            init_valid: torch.Tensor | None = None) -> GMM:
     """Diagonal GMM of ``k`` components fitted to each set by EM, differentiable in ``x`` (module docstring).
 
     Args:
@@ -237,7 +246,10 @@ def fit_gmm(x: torch.Tensor, k: int, iters: int = 100, tol: float = 1e-5, unroll
             collapses on one point finite.
         init: warm start, a previous :class:`GMM` of the same sets (seed 003 Sec. 4.2 memorises each class's
             last fit), or ``[B..., K, d]`` initial means; None: k-means++ (:func:`kmeans_pp_init`).
-        generator: random numbers of the k-means++ seeding.
+        init_valid: ``[B...]`` bool, with a :class:`GMM` ``init``: the sets whose warm start is valid; the
+            others start from k-means++ (a class met for the first time). None: every set's is valid.
+        generator: random numbers of the k-means++ seeding (drawn for every set when ``init_valid`` is given,
+            so the draws do not depend on which classes were seen).
 
     Returns:
         The fitted :class:`GMM` (float32, or float64 for float64 inputs), on ``x``'s device.
@@ -253,14 +265,19 @@ def fit_gmm(x: torch.Tensor, k: int, iters: int = 100, tol: float = 1e-5, unroll
     with torch.autocast(x.device.type, enabled=False):
         (x,) = _f32(x)
         xd = x.detach()
+        if init_valid is not None and not isinstance(init, GMM):
+            raise ValueError("init_valid marks which sets of a GMM warm start are valid; pass init as a GMM")
         if isinstance(init, GMM):
             gmm = GMM(*(t.detach().to(xd) for t in (init.weights, init.means, init.vars)))
+            if init_valid is not None:
+                fresh = _hard_start(xd, kmeans_pp_init(xd, k, generator), var_floor)
+                ok = init_valid.to(device=xd.device, dtype=torch.bool)
+                gmm = GMM(torch.where(ok[..., None], gmm.weights, fresh.weights),
+                          torch.where(ok[..., None, None], gmm.means, fresh.means),
+                          torch.where(ok[..., None, None], gmm.vars, fresh.vars))
         else:
             means = kmeans_pp_init(xd, k, generator) if init is None else init.detach().to(xd)
-            # start from the hard assignment to the nearest initial mean
-            d2 = ((xd.unsqueeze(-2) - means.unsqueeze(-3)) ** 2).sum(-1)  # [B..., N, K]
-            resp = torch.nn.functional.one_hot(d2.argmin(-1), k).to(xd.dtype)
-            gmm = _m_step(xd, resp, var_floor)
+            gmm = _hard_start(xd, means, var_floor)
         with torch.no_grad():
             prev = None
             for _ in range(iters):

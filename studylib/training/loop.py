@@ -615,7 +615,6 @@ def epoch_to_device(batches: Sequence[Batch], device: torch.device) -> list[Batc
     batches = list(batches)
     if device.type == "cpu" or not batches:
         return batches
-    sizes = [len(b) for b in batches]
     pin = device.type == "cuda"
 
     def move(parts: list[torch.Tensor | None]) -> list[torch.Tensor | None]:
@@ -623,13 +622,14 @@ def epoch_to_device(batches: Sequence[Batch], device: torch.device) -> list[Batc
             return [None] * len(parts)
         if any(t is None for t in parts):
             raise ValueError("an epoch mixes batches with and without labels/roles; a sampler draws one kind")
+        sizes = [int(t.shape[0]) for t in parts]  # type: ignore[union-attr]
         flat = torch.cat(parts)  # type: ignore[arg-type]
         flat = (flat.pin_memory() if pin else flat).to(device, non_blocking=pin)
         return list(flat.split(sizes))
 
-    idx, lab, sup = (move([getattr(b, f) for b in batches]) for f in ("indices", "labels", "support"))
-    return [Batch(i, l, s, b.ways, b.shots, b.queries, b.episodes)  # type: ignore[arg-type]
-            for i, l, s, b in zip(idx, lab, sup, batches)]
+    idx, lab, sup, cls = (move([getattr(b, f) for b in batches]) for f in ("indices", "labels", "support", "classes"))
+    return [Batch(i, l, s, b.ways, b.shots, b.queries, b.episodes, c)  # type: ignore[arg-type]
+            for i, l, s, c, b in zip(idx, lab, sup, cls, batches)]
 
 
 def config_dict(cfg: TrainConfig) -> dict[str, Any]:

@@ -80,7 +80,8 @@ def test_a_method_whose_training_changed_gets_new_run_hashes():
     nca = _spec()
     s2m = replace(nca, method="set2model")
     assert method_version("nca") == 1 and "method_version" not in nca.config()
-    assert method_version("set2model") == METHODS["set2model"].VERSION == 2
+    assert method_version("set2model") == METHODS["set2model"].VERSION == 3
     old = s2m.config()
-    assert old.pop("method_version") == 2
+    assert old.pop("method_version") == 3
     assert config_hash(old) != config_hash(s2m.config())  # the version-1 configuration is another run
+    assert config_hash({**old, "method_version": 2}) != config_hash(s2m.config())  # version 2: EM capped at 30

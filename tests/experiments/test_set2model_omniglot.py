@@ -37,11 +37,12 @@ def test_bad_parameters_are_refused_before_training():
 def test_static_claims_and_paper_scale_applicability():
     smoke = mod.claims(mod.Params())
     ids = [c.id for c in smoke]
-    assert len(ids) == len(set(ids)) == 3 + 4 * 2
+    assert len(ids) == len(set(ids)) == 5 + 5 * 2
     assert not any(c.applies for c in smoke if c.id.startswith("t2-"))  # need real Omniglot at paper scale
     assert all(c.applies for c in smoke if not c.id.startswith("t2-"))
     paper = mod.claims(load_params(mod.Params, mod.NOTEBOOK, "paper"))
     assert all(c.applies for c in paper)
+    assert not smoke["t2-mn-beats-s2m-gauss-5way"].applies and "mn" in smoke["t2-mn-beats-s2m-gauss-5way"].why_not
     no_avg = mod.claims(mod.Params(train_models=["gauss", "gmm"]))
     assert not no_avg["s2m-gauss-beats-avg-ft-5way"].applies and no_avg["s2m-gauss-beats-gmm-5way"].applies
 
@@ -62,13 +63,35 @@ def test_effects_are_paired_differences_over_seeds():
     assert eff["gauss-likelihood-beats-centroid-5way"].value == pytest.approx(ref.value)
     assert eff["s2m-gauss-beats-avg-ft-20way"].value > 0
     assert eff["t2-s2m-gauss-5way-level"].value == pytest.approx(mod.accuracy(res, "gauss", 5, "gauss").value - 0.985)
+    assert "t2-mn-beats-s2m-gauss-5way" not in eff  # no MN network in res
+
+
+def test_table2_baselines_matching_nets_and_siamese_are_measured():
+    """Issue 19: Table 2's Matching Networks row (a trained MN network with its own soft-assignment classifier,
+    paired with S2M-Gauss) and the Siamese net's reported accuracy (S2M-Gauss 'similar to' it, Sec. 4.4)."""
+    p = load_params(mod.Params, mod.NOTEBOOK, "paper", seeds=[0, 1, 2])
+    assert "mn" in p.train_models
+    spec = mod.make_spec(p, "mn", 0)
+    assert spec.method == "mn" and (spec.train.ways, spec.train.shots) == (p.mn_ways, p.eval_shots)
+    assert spec.train.batches_per_epoch == p.batches_per_epoch and spec.backbone_options == {"hidden": 64}
+    g = torch.Generator().manual_seed(1)
+    res = {m: [{f"{w}way/{c}": torch.rand(8, generator=g, dtype=torch.float64) for w in p.eval_ways
+                for c in mod.classifiers_of(m)} for _ in p.seeds] for m in ("gauss", "mn")}
+    table = mod.claims(p, outcomes={}, res=res)
+    for w, siam in ((5, 0.984), (20, 0.965)):
+        mn = table[f"t2-mn-beats-s2m-gauss-{w}way"].measured
+        a = torch.stack([r[f"{w}way/soft"].mean() - q[f"{w}way/gauss"].mean() for r, q in zip(res["mn"], res["gauss"])])
+        assert mn.value == pytest.approx(float(a.mean()))
+        sim = table[f"t2-s2m-gauss-similar-to-siamese-{w}way"].measured
+        assert sim.value == pytest.approx(float(torch.stack([r[f"{w}way/gauss"].mean() for r in res["gauss"]]).mean())
+                                          - siam)
 
 
 @needs_omniglot
 def test_set2model_trained_on_real_omniglot_classifies_by_likelihood_above_chance(tmp_path, monkeypatch):
-    """The paper's data path (rotations as classes, Vinyals split, |X| = 5, |Z+| = 15, |Z-| = 20, 3 tuples per
-    batch) through the real reader; a small S2M-Gauss network trained for a few steps; 5-shot 5- and 20-way
-    likelihood classification of unseen characters must clearly beat chance."""
+    """The paper's data path (rotations as classes, the random class split of Sec. 4.4, |X| = 5, |Z+| = 15,
+    |Z-| = 20, 3 tuples per batch) through the real reader; a small S2M-Gauss network trained for a few steps;
+    5-shot 5- and 20-way likelihood classification of unseen characters must clearly beat chance."""
     monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path / "cache"))
     p = load_params(mod.Params, mod.NOTEBOOK, "paper", data_root=str(OMNIGLOT_ZIP), hidden=16, epochs=1,
                     batches_per_epoch=80, eval_episodes=10, seeds=[0], train_models=["gauss"], device="cpu")
@@ -79,7 +102,7 @@ def test_set2model_trained_on_real_omniglot_classifies_by_likelihood_above_chanc
     steps = [m for m in out.metrics if "violation" in m]
     assert len(steps) == 80 and all(0.0 <= m["violation"] <= 1.0 for m in steps)
     acc = mod.classify(p, out)
-    assert set(acc) == {f"{w}way/{c}" for w in (5, 20) for c in mod.CLASSIFIERS}
+    assert set(acc) == {f"{w}way/{c}" for w in (5, 20) for c in (*mod.CLASSIFIERS, mod.MN_CLASSIFIER)}
     assert all(a.shape == (10,) for a in acc.values())
     # 10 episodes of 75 (5-way) or 300 (20-way) queries: twice (three times) chance is far outside its noise
     assert float(acc["5way/gauss"].mean()) > 2 * 0.2  # chance 0.2

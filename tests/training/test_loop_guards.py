@@ -199,14 +199,14 @@ def test_an_epoch_goes_to_the_device_in_one_copy_per_field():
     """epoch_to_device: one concatenated copy per field, cut back into per-batch views of the same sizes and
     kinds (on the CPU, where no copy is needed, the batches are the same objects). ``meta`` stands in for a GPU."""
     batches = [Batch(torch.arange(5), torch.tensor([0, 0, 1, 1, 1]), torch.tensor([True, False, True, False, False]),
-                     ways=2, shots=1, queries=1),
+                     ways=2, shots=1, queries=1, classes=torch.tensor([7, 3])),
                Batch(torch.arange(5, 8), torch.tensor([1, 0, 1]), torch.tensor([True, True, False]), ways=2, shots=1,
-                     queries=1)]
+                     queries=1, classes=torch.tensor([4, 9]))]
     assert all(a is b for a, b in zip(epoch_to_device(batches, torch.device("cpu")), batches))
     moved = epoch_to_device(batches, torch.device("meta"))
     assert [len(b) for b in moved] == [5, 3]
     for b, m in zip(batches, moved):
-        for f in ("indices", "labels", "support"):
+        for f in ("indices", "labels", "support", "classes"):  # classes: their own length (ways), not the batch's
             t, u = getattr(b, f), getattr(m, f)
             assert u.device.type == "meta" and u.shape == t.shape and u.dtype == t.dtype
         assert (m.ways, m.shots, m.queries, m.episodes) == (b.ways, b.shots, b.queries, b.episodes)
