@@ -1,0 +1,36 @@
+"""benchmarks/verdict_stability.py: which verdicts two run caches disagree on, and which of those count."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import verdict_stability as vs  # noqa: E402
+
+
+def _row(nb, cid, verdict, q=None):
+    return {"notebook": nb, "id": cid, "verdict": verdict, "p": q, "q": q, "measured": "+1.0 ± 0.5 (3 seeds)"}
+
+
+def test_decisive_differences_are_those_where_either_page_is_decisive():
+    a = [_row("00", "x", "reproduced", 0.01), _row("00", "y", "inconclusive", 0.3), _row("01", "z", "not run"),
+         _row("02", "w", "not reproduced", 0.02), _row("02", "v", "inconclusive", 0.2)]
+    b = [_row("00", "x", "inconclusive", 0.07), _row("00", "y", "inconclusive", 0.4), _row("01", "z", "not run"),
+         _row("02", "w", "not reproduced", 0.03), _row("02", "v", "not tested")]
+    res = vs.compare(a, b)
+    assert [(d["id"], d["decisive"]) for d in res["differ"]] == [("x", True), ("v", False)]
+    assert res["decisive_differ"] == 1 and res["claims"] == 5
+    assert res["counts"][0] == {"reproduced": 1, "inconclusive": 2, "not run": 1, "not reproduced": 1}
+
+
+def test_pages_of_different_code_are_refused():
+    with pytest.raises(SystemExit, match="different claims"):
+        vs.compare([_row("00", "x", "reproduced")], [_row("00", "y", "reproduced")])
+
+
+def test_a_cache_without_claims_is_named(tmp_path):
+    with pytest.raises(SystemExit, match="no claims/ folder"):
+        vs.smoke_rows(tmp_path)
