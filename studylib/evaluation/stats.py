@@ -8,7 +8,7 @@ is an :class:`Estimate` over training seeds:
 * each seed gives one value (its mean over episodes, or a per-seed effect such as a paired difference);
 * the point estimate is the mean of the per-seed values;
 * its 95% interval is Student's ``t_{0.975, n-1} * s / sqrt(n)`` over the ``n`` seeds (``s`` their sample
-  standard deviation). It carries both sources of noise: each training seed is evaluated on episodes of its
+  standard deviation, floored at each seed's episode standard error: :attr:`Estimate.sd`). It carries both sources of noise: each training seed is evaluated on episodes of its
   own (:func:`studylib.evaluation.episode_seed`), so the seed-to-seed spread holds the training run's noise
   and the episode sampling's. Each seed's CI over its episodes is also reported (:attr:`Estimate.episode_ci95`:
   the evaluation noise alone);
@@ -33,6 +33,15 @@ import torch
 from scipy.special import stdtr, stdtrit  # Student's t CDF and quantile; scipy.stats costs ~1.5 s of import
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile (the papers' "1.96")
+
+
+def t_quantile(level: float, dof: int) -> float:
+    """Two-sided ``level`` quantile of Student's t (``t_quantile(0.95, 2) = 4.303``, ``(0.99, 2) = 9.925``)."""
+    if dof < 1:
+        raise ValueError(f"Student's t needs at least 1 degree of freedom, got {dof}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"a confidence level lies in (0, 1), got {level}")
+    return float(stdtrit(dof, 0.5 + level / 2.0))
 
 
 def t95(dof: int) -> float:
@@ -83,6 +92,25 @@ class Estimate:
         return float(np.std(self.seeds, ddof=1)) if len(self.seeds) > 1 else 0.0
 
     @property
+    def sd(self) -> float:
+        """The per-seed standard deviation behind the interval and the t-test: the sample spread, floored at
+        each seed's own episode standard error (``episode_ci95 / 1.96``).
+
+        A seed's value is a mean over its own episodes, so its variance is at least that sampling variance;
+        with 2 or 3 seeds the sample spread alone is often far below it by chance (identical per-seed values
+        gave "+0.3 ± 0.0" and p = 0 on one machine, "+0.0 ± 0.5" on another). The floor is known from
+        hundreds of episodes, so it is the better-measured of the two where the spread falls below it.
+        """
+        return max(self.spread, self.episode_ci95 / Z95)
+
+    def halfwidth(self, level: float = 0.95) -> float:
+        """Half-width of the two-sided ``level`` interval: Student's t over the seeds (with :attr:`sd`), or the
+        normal episode interval of a single run."""
+        if self.n_seeds >= 2:
+            return t_quantile(level, self.n_seeds - 1) * self.sd / math.sqrt(self.n_seeds)
+        return self.episode_ci95 * float(-stdtrit(np.inf, (1.0 - level) / 2.0)) / Z95
+
+    @property
     def lo(self) -> float:
         return self.value - self.ci95
 
@@ -122,11 +150,10 @@ def over_seeds(values: Sequence[float], episode_ci95s: Sequence[float] | None = 
     if ep and len(ep) != len(v):
         raise ValueError(f"{len(v)} seed values but {len(ep)} episode CIs")
     ep_mean = float(np.mean(ep)) if ep else 0.0
-    if len(v) >= 2:
-        ci = t95(len(v) - 1) * float(np.std(v, ddof=1)) / math.sqrt(len(v))
-    else:
-        ci = ep_mean
-    return Estimate(float(np.mean(v)), ci, tuple(v), ep_mean, int(episodes))
+    est = Estimate(float(np.mean(v)), ep_mean, tuple(v), ep_mean, int(episodes))
+    if len(v) >= 2:  # Student's t over the seeds, the spread floored at the episode error (Estimate.sd)
+        est = Estimate(est.value, est.halfwidth(0.95), est.seeds, ep_mean, int(episodes))
+    return est
 
 
 def _per_seed(per_seed: Sequence[torch.Tensor | np.ndarray]) -> list[np.ndarray]:
@@ -186,14 +213,15 @@ def difference(a: Estimate, b: Estimate) -> Estimate:
 def p_value(effect: Estimate) -> float | None:
     """Two-sided p-value of the one-sample t-test of ``H0: effect = 0`` over the per-seed values.
 
-    ``t = mean / (s / sqrt(n))`` with ``n - 1`` degrees of freedom: the test behind the Student-t interval of
-    :func:`over_seeds` (the interval excludes 0 exactly when ``p < 0.05``). With all seeds equal the test
+    ``t = mean / (s / sqrt(n))`` with ``n - 1`` degrees of freedom and ``s`` = :attr:`Estimate.sd` (the seed
+    spread floored at the episode error): the test behind the Student-t interval of :func:`over_seeds` (the
+    interval excludes 0 exactly when ``p < 0.05``). With all seeds equal and no episode error the test
     degenerates: ``p = 0`` for a non-zero mean, ``1`` for zero. None with fewer than 2 seeds (no test exists).
     """
     n = effect.n_seeds
     if n < 2:
         return None
-    s = effect.spread
+    s = effect.sd
     if s == 0.0:
         return 0.0 if effect.value != 0.0 else 1.0
     t = effect.value / (s / math.sqrt(n))

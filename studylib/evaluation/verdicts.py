@@ -7,14 +7,16 @@ the study measures to test it) and its verdict comes from :func:`judge`, never f
     1. fewer than :data:`MIN_SEEDS` training seeds -> **inconclusive** (a difference needs training-seed
        variance; an episode CI of one run says nothing about it);
     2. the 95% interval includes 0 -> **inconclusive**;
-    3. the seed spread (sample std of the per-seed effects) exceeds the effect's size -> **inconclusive**;
+    3. the seed spread (sample std of the per-seed effects, floored at the episode error:
+       :attr:`~studylib.evaluation.stats.Estimate.sd`) exceeds the effect's size -> **inconclusive**;
     4. otherwise **reproduced** if the effect is positive, **not reproduced** if it is negative.
 ``less``
     the same with the sign flipped.
 ``within`` (the paper says two things are about equal, or our number should match the paper's: effect =
 ours - paper, margin ``m`` in the effect's unit)
-    fewer than :data:`MIN_SEEDS` seeds -> **inconclusive**; the whole interval inside ``[-m, m]`` ->
-    **reproduced**; the whole interval outside it -> **not reproduced**; otherwise **inconclusive**.
+    fewer than :data:`MIN_SEEDS` seeds -> **inconclusive**; the whole 99% interval inside ``[-m, m]`` ->
+    **reproduced**; the whole 99% interval outside it -> **not reproduced**; otherwise **inconclusive** (where
+    the 95% interval alone clears the margin, the reason says "marginal").
 ``equal`` (a formula or a count, no training noise)
     **reproduced** if the measured value equals the expected one (floats to a relative 1e-9), else
     **not reproduced**.
@@ -23,6 +25,14 @@ smoke data) is **not tested**, with the reason.
 
 ``figures/claims.md`` adds a multiplicity correction (:func:`with_fdr`): over the measured ``greater`` /
 ``less`` claims of one scale, a decisive verdict also needs its Benjamini-Hochberg q-value ``<= 0.05``.
+
+**Marginal effects** (issue 19: a verdict is evidence only if another machine gives the same one). Rounding
+differences between machines act like another training seed, and with 3 seeds a t statistic moves a lot from
+one seed draw to the next: in a 1-thread against a 2-thread run of every notebook, nearly every directional
+verdict decided at ``0.01 < q <= 0.05`` flipped (``benchmarks/verdict_stability.py``). So a decisive verdict
+needs the stronger evidence of the 1% level: a directional one ``q <= STABLE_Q = 0.01`` (a q-value between
+0.01 and 0.05 is reported as "inconclusive (marginal)"), a ``within`` one its 99% interval clear of the
+margin. And no seed spread is trusted below the noise of the seed's own episodes (``Estimate.sd``).
 """
 
 from __future__ import annotations
@@ -67,7 +77,7 @@ class Expectation:
         if self.kind == "less":
             return "effect < 0 (95% CI over seeds excludes 0, spread < effect)"
         if self.kind == "within":
-            return f"95% CI inside ±{self.margin * unit:g}{suffix}"
+            return f"99% CI inside ±{self.margin * unit:g}{suffix}"
         return f"equals {self.expected!r}"
 
 
@@ -77,7 +87,7 @@ def _directional(effect: Estimate, sign: int) -> tuple[str, str]:
         return INCONCLUSIVE, f"{effect.n_seeds} training seed(s); a difference needs at least {MIN_SEEDS}"
     if effect.lo <= 0.0 <= effect.hi:
         return INCONCLUSIVE, "the 95% interval includes 0"
-    if effect.spread > abs(effect.value):
+    if effect.sd > abs(effect.value):
         return INCONCLUSIVE, "the seed spread exceeds the effect"
     expected, other = (">", "<") if sign > 0 else ("<", ">")
     if sign * effect.value > 0:
@@ -105,11 +115,23 @@ def within(effect: Estimate, margin: float, unit: float = 1.0, suffix: str = "")
     if effect.n_seeds < MIN_SEEDS:
         return INCONCLUSIVE, f"{effect.n_seeds} training seed(s); a comparison needs at least {MIN_SEEDS}"
     m = f"±{margin * unit:g}{suffix}"
-    if -margin <= effect.lo and effect.hi <= margin:
-        return REPRODUCED, f"the 95% interval lies inside {m}"
-    if effect.lo > margin or effect.hi < -margin:
-        return NOT_REPRODUCED, f"the 95% interval lies outside {m}"
+    h = effect.ci95 * _widen(effect.n_seeds)  # the stored 95% interval, widened to the 99% one
+    lo, hi = effect.value - h, effect.value + h
+    if -margin <= lo and hi <= margin:
+        return REPRODUCED, f"the 99% interval lies inside {m}"
+    if lo > margin or hi < -margin:
+        return NOT_REPRODUCED, f"the 99% interval lies outside {m}"
+    if (-margin <= effect.lo and effect.hi <= margin) or effect.lo > margin or effect.hi < -margin:
+        return INCONCLUSIVE, f"marginal: the 95% interval clears {m}, the 99% one does not"
     return INCONCLUSIVE, f"the 95% interval straddles {m}"
+
+
+def _widen(n_seeds: int) -> float:
+    """The factor from a 95% to a :data:`STABLE_LEVEL` interval: Student's t with ``n - 1`` dof, or the normal
+    quantiles for one seed (its episode interval)."""
+    from scipy.special import stdtrit
+    dof = n_seeds - 1 if n_seeds >= 2 else np.inf
+    return float(stdtrit(dof, 0.5 + STABLE_LEVEL / 2) / stdtrit(dof, 0.975))
 
 
 def equal(measured: Any, expected: Any) -> tuple[str, str]:
@@ -148,18 +170,23 @@ def judge(expect: Expectation, measured: Any, applies: bool = True, why_not: str
 
 
 FDR_ALPHA = 0.05  # Benjamini-Hochberg false-discovery rate over the directional claims of one scale
+STABLE_Q = 0.01  # marginal-effects rule: a decisive directional verdict needs q <= this (module docstring)
+STABLE_LEVEL = 0.99  # ... and a decisive 'within' verdict its interval at this level clear of the margin
 
 
 def with_fdr(verdict: str, reason: str, q: float | None) -> tuple[str, str]:
     """A directional verdict after the multiplicity correction: a decisive verdict (reproduced or not
-    reproduced) also needs its Benjamini-Hochberg q-value ``<= FDR_ALPHA``; otherwise it is inconclusive."""
+    reproduced) also needs its Benjamini-Hochberg q-value ``<= FDR_ALPHA``, and by the marginal-effects rule
+    ``<= STABLE_Q``; otherwise it is inconclusive (the reason says which)."""
     if verdict not in (REPRODUCED, NOT_REPRODUCED):
         return verdict, reason
     if q is None:
         return INCONCLUSIVE, f"{reason}, but no q-value (no t-test over seeds)"
     if q > FDR_ALPHA:
         return INCONCLUSIVE, f"{reason}, but q = {q:.3f} > {FDR_ALPHA:g} (Benjamini-Hochberg)"
-    return verdict, f"{reason}, q = {q:.3f} <= {FDR_ALPHA:g}"
+    if q > STABLE_Q:
+        return INCONCLUSIVE, f"marginal: {reason}, q = {q:.3f} <= {FDR_ALPHA:g} but > {STABLE_Q:g} (stability rule)"
+    return verdict, f"{reason}, q = {q:.3g} <= {STABLE_Q:g}"
 
 
 @dataclass

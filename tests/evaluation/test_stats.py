@@ -55,11 +55,14 @@ def test_paired_difference_equals_per_seed_loop():
             total += float(x[i]) - float(y[i])
         per_seed.append(total / len(x))
     assert list(est.seeds) == pytest.approx(per_seed)
-    ref = scipy.stats.t.interval(0.95, 2, loc=np.mean(per_seed), scale=scipy.stats.sem(per_seed))
-    assert (est.lo, est.hi) == pytest.approx(ref)
     # the episode CI is that of the per-episode differences, averaged over seeds
     ep = np.mean([1.959964 * np.std((x - y).double().numpy(), ddof=1) / math.sqrt(50) for x, y in zip(a, b)])
     assert est.episode_ci95 == pytest.approx(ep, rel=1e-6)
+    # Student's t over seeds, the per-seed sd floored at the episode standard error (Estimate.sd)
+    sd = max(np.std(per_seed, ddof=1), ep / 1.959964)
+    ref = scipy.stats.t.interval(0.95, 2, loc=np.mean(per_seed), scale=sd / math.sqrt(3))
+    assert (est.lo, est.hi) == pytest.approx(ref, rel=1e-5)
+    assert stats.p_value(est) == pytest.approx(2 * scipy.stats.t.sf(abs(np.mean(per_seed)) / (sd / math.sqrt(3)), 2))
 
 
 def test_paired_difference_refuses_unshared_episodes():

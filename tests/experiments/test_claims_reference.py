@@ -63,7 +63,7 @@ def test_save_and_summary_page(tmp_path, monkeypatch, capsys):
 def test_summary_falls_back_to_the_committed_table_of_the_reference_run(tmp_path, monkeypatch):
     monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path / "empty-cache"))
     t = _table()
-    t.measure("a-beats-b", over_seeds([0.05, 0.04, 0.06]))
+    t.measure("a-beats-b", over_seeds([0.05, 0.049, 0.051]))  # p = 1.3e-4: decisive under the stability rule
     data = t.as_dict()
     data["claims"] = [dict(c, id=s.id) for c, s in zip(data["claims"], C.static_claims("00_quickstart"))]
     committed = tmp_path / "smoke.claims.json"
@@ -142,10 +142,12 @@ def test_page_q_values_are_benjamini_hochberg_over_the_scales_directional_claims
     p = [scipy.stats.ttest_1samp(s, 0.0).pvalue for s in seeds]
     assert [r.p for r in rows[:4]] == pytest.approx(p)
     assert [r.q for r in rows[:4]] == pytest.approx(scipy.stats.false_discovery_control(p))
-    for r in rows[:4]:  # decisive only with q <= 0.05 (the t-interval rules alone would say otherwise for c1)
-        decisive = r.q <= 0.05 and r.p < 0.05 and r.estimate().spread < abs(r.estimate().value)
+    for r in rows[:4]:  # decisive only with q <= 0.01: BH at 5% and the marginal-effects rule
+        decisive = r.q <= 0.01 and r.p < 0.05 and r.estimate().sd < abs(r.estimate().value)
         assert (r.verdict in (REPRODUCED, "not reproduced")) == decisive, (r.id, r.p, r.q, r.verdict)
     assert rows[1].q > 0.05 >= rows[1].p and rows[1].verdict == "inconclusive"
+    # c0 and c3: q = 0.026 passes BH at 5% but not the stability rule's 1%
+    assert 0.01 < rows[0].q <= 0.05 and rows[0].verdict == "inconclusive" and rows[0].why.startswith("marginal")
     assert rows[4].verdict == "kept" and rows[4].q is None  # within claims keep their rule, no q
     assert "p = " in rows[0].cell() and "q = " in rows[0].cell()
 
@@ -166,7 +168,7 @@ def test_page_rows_come_from_each_scales_own_claims_and_the_paper_column_only_fr
     p = load_params(mod.Params, nb, "paper")
     table = C.static_claims(nb, "paper")
     directional = next(c for c in table if c.expect.kind == "greater")
-    table.measure(directional.id, over_seeds([5.0, 4.0, 6.0]))  # a unit-1 effect (log variance ratio)
+    table.measure(directional.id, over_seeds([5.0, 4.9, 5.1]))  # a unit-1 effect (log variance ratio)
     table.save(params=load_params(mod.Params, nb, "paper", seeds=[7, 8, 9]))  # as `-p seeds [7, 8, 9]` would
     assert "other parameters than paper.yaml's" in C.summary_markdown([nb])
     with pytest.raises(ValueError, match="not made with params/09_spe_synthetic/paper.yaml"):
@@ -174,9 +176,12 @@ def test_page_rows_come_from_each_scales_own_claims_and_the_paper_column_only_fr
     table.save(params=p)
     saved = json.loads((tmp_path / "claims" / nb / "paper.json").read_text())
     assert saved["made_on"]["torch"] and saved["params_hash"] == R.params_hash(p)
-    # the only measured directional claim of this scale, so q = p; t = 5 / (1 / sqrt 3) on 2 dof, whose
-    # two-sided p is 1 - t / sqrt(t^2 + 2) = 0.01307
-    assert "+5.0 ± 2.5 (3 seeds), p = 0.0131, q = 0.0131 → **reproduced**" in C.summary_markdown([nb])
+    # the only measured directional claim of this scale, so q = p; t = 5 / (0.1 / sqrt 3) on 2 dof, whose
+    # two-sided p is 1 - t / sqrt(t^2 + 2) = 1.3e-4 (<= 0.01: decisive under the stability rule)
+    t = 5.0 / (0.1 / 3 ** 0.5)
+    p2 = f"{1 - t / (t * t + 2) ** 0.5:.1e}"
+    assert p2 == "1.3e-04"
+    assert f"+5.0 ± 0.2 (3 seeds), p = {p2}, q = {p2} → **reproduced**" in C.summary_markdown([nb])
     dst = tmp_path / "paper.claims.json"
     monkeypatch.setattr(C, "committed_claims_path", lambda n, s: dst)
     assert C.save_committed("paper", [nb]) == [dst] and json.loads(dst.read_text())["made_on"]
