@@ -264,6 +264,7 @@ class Row:
     q: float | None = None
     verdict: str = NOT_RUN
     why: str = ""
+    expect: Expectation | None = None  # the claim's rule (a ``within`` claim's margin), for re-judging
 
     def estimate(self) -> Estimate | None:
         m = self.saved.get("measured") if self.saved else None
@@ -299,7 +300,7 @@ def _fmt_p(x: float) -> str:
 def _judge_rows(rows: list[Row]) -> None:
     """p-values, Benjamini-Hochberg q-values over the family of measured directional rows of one scale, and
     the verdicts: a decisive directional verdict needs ``q <= FDR_ALPHA`` besides the rules of verdicts.py;
-    other rules keep the verdict their table stored."""
+    ``within`` claims are re-judged by their rule (the 99% interval); ``equal`` ones keep their stored verdict."""
     family = []
     for r in rows:
         if not r.saved or r.note:
@@ -311,6 +312,8 @@ def _judge_rows(rows: list[Row]) -> None:
             r.p = p_value(est)
             if r.p is not None:
                 family.append(r)
+        elif r.kind == "within" and r.expect is not None and est is not None and r.verdict != NOT_TESTED:
+            r.verdict, r.why = judge(r.expect, est)  # today's rule (the 99% interval), whatever stored it
     for r, q in zip(family, bh_qvalues([r.p for r in family])):
         r.q = q
     for r in rows:
@@ -345,7 +348,7 @@ def _page_rows(names: list[str]) -> PageRows:
             for cid, c in seen.items():
                 entry = saved["by_id"].get(cid) if saved else None
                 note = "" if ok or entry is None else f"other parameters than {scale}.yaml's (not counted)"
-                judged[scale][(nb, cid)] = Row(nb, cid, c.expect.kind, entry, note)
+                judged[scale][(nb, cid)] = Row(nb, cid, c.expect.kind, entry, note, expect=c.expect)
     for scale in SCALES:
         _judge_rows(list(judged[scale].values()))
     return listing, judged

@@ -264,3 +264,16 @@ def test_readme_what_we_found_is_generated_from_the_committed_tables_with_small_
             assert a.format == "PNG" and a.size == b.size
         ignored = subprocess.run(["git", "-C", str(root), "check-ignore", "-q", str(committed)])
         assert ignored.returncode == 1, f"{committed} is ignored by git; it must be tracked"
+
+
+def test_the_page_rejudges_within_claims_by_todays_rule():
+    """A table stored under the 95% rule says "reproduced"; the page applies the 99% interval to the same seeds:
+    0 ± 0.0248 (95%) lies inside ±0.03, 0 ± 0.0573 (99%: 9.924843 * 0.01 / sqrt 3) does not."""
+    from studylib.evaluation.verdicts import Expectation
+    stored = {"measured": over_seeds([-0.01, 0.0, 0.01]).as_dict(), "verdict": REPRODUCED, "why": "old rule"}
+    row = C.Row("nb", "w", "within", stored, expect=Expectation("within", margin=0.03))
+    C._judge_rows([row])
+    assert row.verdict == "inconclusive" and row.why.startswith("marginal") and row.q is None
+    wide = C.Row("nb", "w", "within", stored, expect=Expectation("within", margin=0.06))
+    C._judge_rows([wide])
+    assert wide.verdict == REPRODUCED
