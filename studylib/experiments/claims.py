@@ -482,6 +482,21 @@ def _headline_claims(listing: dict[str, list[tuple[str, Claim]]], rows: dict[tup
     return out
 
 
+def _marginal_claims(listing: dict[str, list[tuple[str, Claim]]], rows: dict[tuple[str, str], Row]) -> list[str]:
+    """The paper claims whose direction held at 5% false discovery but not under the stability rule
+    (``0.01 < q <= 0.05``): the leads a larger run should settle."""
+    out = ["| paper | notebook | claim | measured (95% CI over seeds) | direction |", "| --- | --- | --- | --- | --- |"]
+    for nb, cid, c, row, evidence in _canonical(listing, rows):
+        if evidence != PAPER_EVIDENCE or not row.why.startswith("marginal") or row.q is None:
+            continue
+        measured = (row.saved or {}).get("measured_text") or "-"
+        side = "as the paper says" if (row.estimate() is not None and (row.estimate().value > 0) ==
+                                       (row.kind == "greater")) else "against the paper"
+        cells = [PAPER_NAMES.get(_paper_of(nb), "-"), nb, c.claim, f"{measured}, q = {_fmt_p(row.q)}", side]
+        out.append("| " + " | ".join(x.replace("|", "/") for x in cells) + " |")
+    return out if len(out) > 2 else out + ["| - | - | none | - | - |"]
+
+
 def readme_summary(notebooks: Iterable[str] | None = None, rows: PageRows | None = None) -> str:
     """The README's "What we found": which scale and data the verdicts come from, the counts by paper and by
     kind of evidence, the paper claims the runs decided, and the key figures (:func:`write_key_figures`);
@@ -507,6 +522,9 @@ def readme_summary(notebooks: Iterable[str] | None = None, rows: PageRows | None
         "each (aliases merged).", "",
         "**By paper** (smoke verdicts):", "", *_by_paper(listing, judged["smoke"]), "",
         "**Paper claims the smoke runs decided:**", "", *_headline_claims(listing, judged["smoke"]), "",
+        "**Marginal** (the direction holds at a 5% false-discovery rate, 0.01 < q <= 0.05, but a 1-thread and "
+        "a 2-thread run of the study disagree on such verdicts, so none counts as decided; leads for more seeds "
+        "or the paper scale):", "", *_marginal_claims(listing, judged["smoke"]), "",
         "**By kind of evidence** (smoke verdicts):", "", *_headline(listing, judged["smoke"]), "",
         f"![Smoke-scale verdicts by paper](figures/key/{KEY_FIGURES[0]})", "",
         f"Key figures (made by `./study claims` from the same tables): {figs}. Every claim, with its p and q: "

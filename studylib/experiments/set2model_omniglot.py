@@ -86,7 +86,7 @@ class Params(DataParams):
                                          "gmm (S2M-GMM), avg (AVG-FT), mn (Matching Networks, Table 2's "
                                          "strongest baseline: the study's MN of seed 000, episodes of mn_ways x "
                                          "(eval_shots + mn_queries))")
-    mn_ways: int = param(5, ge=2, help="mn only: classes per training episode (5 x (5 + 7) = 60 images, as many "
+    mn_ways: int = param(5, ge=2, help="mn only: classes per training episode (5 x (5 + 7): 60 images, as many "
                                        "as a set network's batch)")
     mn_queries: int = param(7, ge=1, help="mn only: query images per class of a training episode")
     components: int = param(2, ge=1, help="mixture components of the gmm objective and classifier")
