@@ -35,8 +35,9 @@ from scipy.special import stdtr, stdtrit  # Student's t CDF and quantile; scipy.
 Z95 = 1.959963984540054  # two-sided 95% normal quantile (the papers' "1.96")
 
 
-def t_quantile(level: float, dof: int) -> float:
-    """Two-sided ``level`` quantile of Student's t (``t_quantile(0.95, 2) = 4.303``, ``(0.99, 2) = 9.925``)."""
+def t_quantile(level: float, dof: float) -> float:
+    """Two-sided ``level`` quantile of Student's t (``t_quantile(0.95, 2) = 4.303``, ``(0.99, 2) = 9.925``;
+    ``dof = math.inf``: the normal quantile, 1.960 at 95%)."""
     if dof < 1:
         raise ValueError(f"Student's t needs at least 1 degree of freedom, got {dof}")
     if not 0.0 < level < 1.0:
@@ -45,10 +46,9 @@ def t_quantile(level: float, dof: int) -> float:
 
 
 def t95(dof: int) -> float:
-    """Two-sided 95% quantile of Student's t with ``dof`` degrees of freedom (``t95(2) = 4.303``)."""
-    if dof < 1:
-        raise ValueError(f"Student's t needs at least 1 degree of freedom, got {dof}")
-    return float(stdtrit(dof, 0.975))  # = scipy.stats.t.ppf(0.975, dof) (tests/evaluation/test_stats.py)
+    """Two-sided 95% quantile of Student's t with ``dof`` degrees of freedom (``t95(2) = 4.303``;
+    = scipy.stats.t.ppf(0.975, dof), tests/evaluation/test_stats.py)."""
+    return t_quantile(0.95, dof)
 
 
 def episode_ci95(values: torch.Tensor | np.ndarray | Sequence[float]) -> tuple[float, float]:
@@ -108,7 +108,7 @@ class Estimate:
         normal episode interval of a single run."""
         if self.n_seeds >= 2:
             return t_quantile(level, self.n_seeds - 1) * self.sd / math.sqrt(self.n_seeds)
-        return self.episode_ci95 * float(-stdtrit(np.inf, (1.0 - level) / 2.0)) / Z95
+        return self.episode_ci95 * t_quantile(level, math.inf) / Z95
 
     @property
     def lo(self) -> float:

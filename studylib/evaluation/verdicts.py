@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from studylib.evaluation.stats import Estimate
+from studylib.evaluation.stats import Estimate, t_quantile
 
 REPRODUCED = "reproduced"
 NOT_REPRODUCED = "not reproduced"
@@ -129,9 +129,8 @@ def within(effect: Estimate, margin: float, unit: float = 1.0, suffix: str = "")
 def _widen(n_seeds: int) -> float:
     """The factor from a 95% to a :data:`STABLE_LEVEL` interval: Student's t with ``n - 1`` dof, or the normal
     quantiles for one seed (its episode interval)."""
-    from scipy.special import stdtrit
-    dof = n_seeds - 1 if n_seeds >= 2 else np.inf
-    return float(stdtrit(dof, 0.5 + STABLE_LEVEL / 2) / stdtrit(dof, 0.975))
+    dof = n_seeds - 1 if n_seeds >= 2 else math.inf
+    return t_quantile(STABLE_LEVEL, dof) / t_quantile(0.95, dof)
 
 
 def equal(measured: Any, expected: Any) -> tuple[str, str]:

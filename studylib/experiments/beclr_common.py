@@ -325,10 +325,9 @@ def checkpoint_curve(p: BeclrParams, outcome: Outcome, include_init: bool = True
         return {int(e): {(c, int(s)): EvalResult.from_accuracies(a, classifier=c, shots=int(s), **meta)
                          for (c, s), a in ((k.split("/"), v) for k, v in per.items())}
                 for e, per in saved.items()}
-    method, transform, dataset = load_trained(outcome)
+    method, transform, dataset = load_trained(outcome)  # on the run's device
     split = dataset[p.eval_split]
     device = get_device(outcome.spec.train.device)
-    method.to(device)
     out: dict[int, dict[tuple[str, int], EvalResult]] = {}
     if include_init:
         fresh, _ = build_parts(outcome.spec, dataset)
@@ -398,9 +397,8 @@ def pct(mean: float, ci: float, signed: bool = False) -> str:
 
 def final_features(outcome: Outcome, split: str) -> tuple[torch.Tensor, torch.Tensor, torch.nn.Module]:
     """``[N, D]`` features of ``split`` with the final weights, the labels, and the trained method."""
-    method, transform, dataset = load_trained(outcome)
+    method, transform, dataset = load_trained(outcome)  # on the run's device
     device = get_device(outcome.spec.train.device)
-    method.to(device)
     s: ImageSplit = dataset[split]
     return features_of(method, s, transform, device).cpu(), s.labels, method
 

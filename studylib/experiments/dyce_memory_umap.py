@@ -248,9 +248,8 @@ def cognizance(p: Params, outcome: Outcome) -> dict[str, tuple[float, float]]:
     on prototype ``k``; mean and CI95 over the test classes. The reference is the same quantity with the class
     ignored (``sum_k C(N_k, n) / C(N, n)`` over the whole split): what a class-blind assignment would give.
     """
-    method, transform, dataset = load_trained(outcome)
+    method, transform, dataset = load_trained(outcome)  # on the run's device, in eval mode
     device = get_device(outcome.spec.train.device)
-    method.to(device).eval()
     split = dataset[p.eval_split]
     with torch.no_grad():
         z = torch.cat([method.teacher_projector(method.teacher_backbone(transform(split.images[i:i + 256].to(device))))

@@ -203,7 +203,7 @@ def table4_results(p: Params, runs: dict[str, list[Outcome]]) -> dict[str, list[
             method, transform, dataset = load_trained(o)
             device = get_device(o.spec.train.device)
             split = dataset[p.eval_split]
-            feats = features_of(method.to(device), split, transform, device).cpu()
+            feats = features_of(method, split, transform, device).cpu()  # load_trained: on the run's device
             out[name].append(evaluate_features(p, feats, split.labels, o.spec.train.seed))
     return out
 

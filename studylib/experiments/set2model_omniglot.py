@@ -181,19 +181,27 @@ def method_label(model: str, clf: str, p: Params) -> str:
     return f"{classifier_label(clf, p)} on {model_label(model, p)}"
 
 
-def make_mn_spec(p: Params, seed: int) -> RunSpec:
-    """Matching Networks (the study's MN of seed 000: no full-context embeddings, soft assignment over the
-    support images), trained on ``mn_ways``-way ``eval_shots``-shot episodes of the same data, backbone,
-    optimiser, rate and number of batches as the set networks."""
+def _episodic_spec(p: Params, label: str, method: str, options: dict[str, Any], ways: int, shots: int,
+                   queries: int, seed: int) -> RunSpec:
+    """A network of this notebook: ``ways`` x (``shots`` + ``queries``)-image episodes of the same data, Conv4,
+    optimiser, rate and number of batches for every objective."""
     return RunSpec(
-        name=f"{NOTEBOOK}-mn", data=data_spec(p), backbone="conv4", backbone_options={"hidden": p.hidden},
-        method="mn", method_options={}, augment="none",
-        train=TrainConfig(epochs=p.epochs, sampler="episodic", ways=p.mn_ways, shots=p.eval_shots,
-                          queries=p.mn_queries, batches_per_epoch=p.batches_per_epoch, optimizer=p.optimizer,
+        name=f"{NOTEBOOK}-{label}", data=data_spec(p), backbone="conv4", backbone_options={"hidden": p.hidden},
+        method=method, method_options=options, augment="none",
+        train=TrainConfig(epochs=p.epochs, sampler="episodic", ways=ways, shots=shots,
+                          queries=queries, batches_per_epoch=p.batches_per_epoch, optimizer=p.optimizer,
                           lr=p.lr, weight_decay=0.0, schedule="constant", milestones=[], seed=seed,
                           device=p.device, scale=p.scale),
+        # the runner's own evaluation is a cheap stub (on the smaller validation split: it extracts features of
+        # the whole split); the likelihood classification of the test split is evaluated below
         eval=EvalSpec(ways=2, shots=[1], queries=1, episodes=10, classifiers=["nearest_centroid"], cl2n=False,
                       split="val", val_episodes=0, seed=0))
+
+
+def make_mn_spec(p: Params, seed: int) -> RunSpec:
+    """Matching Networks (the study's MN of seed 000: no full-context embeddings, soft assignment over the
+    support images), trained on ``mn_ways``-way ``eval_shots``-shot episodes."""
+    return _episodic_spec(p, "mn", "mn", {}, p.mn_ways, p.eval_shots, p.mn_queries, seed)
 
 
 def make_spec(p: Params, model: str, seed: int) -> RunSpec:
@@ -203,17 +211,7 @@ def make_spec(p: Params, model: str, seed: int) -> RunSpec:
                             "half_width": p.half_width, "value_range": "adaptive", "var_floor": p.var_floor}
     if model == "gmm":
         opts.update(components=p.components, em_iters=p.em_iters, em_unroll=p.em_unroll)
-    return RunSpec(
-        name=f"{NOTEBOOK}-{model}", data=data_spec(p), backbone="conv4", backbone_options={"hidden": p.hidden},
-        method="set2model", method_options=opts, augment="none",
-        train=TrainConfig(epochs=p.epochs, sampler="episodic", ways=p.tuples, shots=p.set_size,
-                          queries=p.relevant, batches_per_epoch=p.batches_per_epoch, optimizer=p.optimizer,
-                          lr=p.lr, weight_decay=0.0, schedule="constant", milestones=[], seed=seed,
-                          device=p.device, scale=p.scale),
-        # the runner's own evaluation is a cheap stub (on the smaller validation split: it extracts features of
-        # the whole split); the likelihood classification of the test split is evaluated below
-        eval=EvalSpec(ways=2, shots=[1], queries=1, episodes=10, classifiers=["nearest_centroid"], cl2n=False,
-                      split="val", val_episodes=0, seed=0))
+    return _episodic_spec(p, model, "set2model", opts, p.tuples, p.set_size, p.relevant, seed)
 
 
 def run(p: Params, progress: bool = True) -> dict[str, list[Outcome]]:

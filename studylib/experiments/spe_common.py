@@ -26,7 +26,7 @@ from studylib.evaluation import episode_seed, evaluate, extract_features, get_cl
 from studylib.experiments.runner import EvalSpec, Outcome, load_trained
 from studylib.methods.base import Method
 from studylib.methods.spe import SPEMethod
-from studylib.utils import config_hash, get_device
+from studylib.utils import config_hash
 
 KINDS = ("spe", "pn")  # SPE (stochastic) or its deterministic sibling, the Prototypical Network
 
@@ -75,14 +75,6 @@ def model_features(method: Method, images: torch.Tensor, transform: Callable[[to
     return extract_features(fn, images, transform, device=None)
 
 
-def load_for_evaluation(outcome: Outcome) -> tuple[Method, Callable[[torch.Tensor], torch.Tensor], FewShotDataset]:
-    """:func:`load_trained` on the device the run was trained for (``spec.train.device``, 'auto': CUDA when
-    present): the model is this function's own, so moving it is safe."""
-    method, transform, dataset = load_trained(outcome)
-    method.to(get_device(outcome.spec.train.device))
-    return method, transform, dataset
-
-
 def split_gaussian_features(feats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``[N, 2d]`` ``mu || var`` -> ``(mu [N, d], var [N, d])``."""
     if feats.dim() != 2 or feats.shape[1] % 2:
@@ -119,7 +111,7 @@ def few_shot_accuracies(outcome: Outcome, ways: list[int], shots: list[int], que
     seed = episode_seed(seed, outcome.spec.train.seed)
 
     def compute() -> dict[str, torch.Tensor]:
-        method, transform, dataset = loaded or load_for_evaluation(outcome)
+        method, transform, dataset = loaded or load_trained(outcome)
         data = dataset[split]
         feats = model_features(method, data.images, transform)
         if isinstance(method, SPEMethod):

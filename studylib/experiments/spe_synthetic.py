@@ -44,9 +44,9 @@ from studylib.evaluation import stats
 from studylib.evaluation.verdicts import Claim, Expectation
 from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.common import DataParams
-from studylib.experiments.runner import DataSpec, Outcome, RunSpec, run_sweep
-from studylib.experiments.spe_common import (cached, eval_spec_stub, few_shot_accuracies, load_for_evaluation, method_parts,
-                                             model_features, split_gaussian_features)
+from studylib.experiments.runner import DataSpec, Outcome, RunSpec, load_trained, run_sweep
+from studylib.experiments.spe_common import (cached, eval_spec_stub, few_shot_accuracies, method_parts, model_features,
+                                             split_gaussian_features)
 from studylib.methods.base import Method
 from studylib.training.loop import OPTIMIZERS, SCHEDULES, TrainConfig
 from studylib.utils import mean_ci95
@@ -206,7 +206,7 @@ class Trained:
 
 
 def load(outcome: Outcome) -> Trained:
-    return Trained(outcome, *load_for_evaluation(outcome))
+    return Trained(outcome, *load_trained(outcome))
 
 
 # ----------------------------------------------------------------------------------------------------------

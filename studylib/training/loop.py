@@ -30,6 +30,7 @@ import os
 import random
 import time
 import warnings
+import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -617,9 +618,7 @@ def epoch_to_device(batches: Sequence[Batch], device: torch.device) -> list[Batc
         return batches
     pin = device.type == "cuda"
 
-    def move(parts: list[torch.Tensor | None]) -> list[torch.Tensor | None]:
-        if all(t is None for t in parts):
-            return [None] * len(parts)
+    def move(parts: list[torch.Tensor | None]) -> list[torch.Tensor]:
         if any(t is None for t in parts):
             raise ValueError("an epoch mixes batches with and without labels/roles; a sampler draws one kind")
         sizes = [int(t.shape[0]) for t in parts]  # type: ignore[union-attr]
@@ -627,9 +626,11 @@ def epoch_to_device(batches: Sequence[Batch], device: torch.device) -> list[Batc
         flat = (flat.pin_memory() if pin else flat).to(device, non_blocking=pin)
         return list(flat.split(sizes))
 
-    idx, lab, sup, cls = (move([getattr(b, f) for b in batches]) for f in ("indices", "labels", "support", "classes"))
-    return [Batch(i, l, s, b.ways, b.shots, b.queries, b.episodes, c)  # type: ignore[arg-type]
-            for i, l, s, c, b in zip(idx, lab, sup, cls, batches)]
+    # every tensor field of Batch (indices, labels, support, classes ...), whatever fields it gains later
+    names = [f.name for f in dataclasses.fields(Batch)
+             if any(torch.is_tensor(getattr(b, f.name)) for b in batches)]
+    moved = {name: move([getattr(b, name) for b in batches]) for name in names}
+    return [dataclasses.replace(b, **{name: moved[name][k] for name in names}) for k, b in enumerate(batches)]
 
 
 def config_dict(cfg: TrainConfig) -> dict[str, Any]:
