@@ -68,7 +68,9 @@ FAKE_PAPERMILL = """#!/usr/bin/env bash
 echo "$STUDYLIB_CACHE" > "$FAKE_LOG"
 case "$FAKE_MODE" in
     kill) head -c 2000 "$3" > "$4"; kill -KILL $$ ;;       # killed after its first write
-    hang) head -c 2000 "$3" > "$4"; exec sleep 60 ;;       # interrupted (Ctrl-C) after its first write
+    # interrupted (Ctrl-C) after its first write; the marker comes from the process that then sleeps, so a Ctrl-C
+    # after it cannot land in the gap before the sleep (bash ignores a SIGINT whose child exited normally)
+    hang) head -c 2000 "$3" > "$4"; exec bash -c 'touch "$0"; sleep 60' "$FAKE_LOG.ready" ;;
     ok) cp "$FAKE_RESULT" "$4" ;;
 esac
 """
@@ -106,7 +108,8 @@ def test_reference_killed_or_interrupted_leaves_the_notebook_unchanged(repo, tmp
         import signal
         import time
         deadline = time.time() + 60
-        while not [p for p in (root / "notebooks").glob(".reference-*/*") if p.stat().st_size] and proc.poll() is None:
+        ready = tmp_path / "cache.txt.ready"  # written after the first bytes, by the process that then hangs
+        while not ready.exists() and proc.poll() is None:
             assert time.time() < deadline
             time.sleep(0.05)
         os.killpg(proc.pid, signal.SIGINT)
