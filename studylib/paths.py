@@ -5,7 +5,10 @@ from the working directory to the first folder holding both ``params/`` and ``no
 ``--cwd notebooks``, JupyterLab's kernel in ``notebooks/``, a shell at the root all find the same folder).
 Outside any checkout (the library imported from elsewhere) it falls back to the folder above the installed
 package. Outputs are separated by scale, so a smoke run never overwrites paper-scale results:
-``figures/<notebook>/<scale>/`` and ``out/<scale>/<notebook>.ipynb``.
+``figures/<notebook>/<scale>/`` and ``out/<scale>/<notebook>.ipynb``. The scales: ``smoke`` (embedded data, CPU,
+minutes; nbval and CI), ``evidence`` (the smoke data and networks with the seeds and training the verdicts
+need; about an hour on two cores), ``paper`` (the paper's data and protocol, GPU) and ``check`` (the paper
+configuration cut to a few steps on stand-ins).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
-SCALES = ("smoke", "paper", "check")
+SCALES = ("smoke", "evidence", "paper", "check")
 
 
 def _is_root(folder: Path) -> bool:

@@ -34,6 +34,8 @@ from typing import Any, Sequence
 
 import yaml
 
+from studylib.paths import SCALES
+
 
 # What a missing paper data set is, where people get it, its size and on-disk layout (two lines of a report).
 DATASET_SOURCES: dict[str, tuple[str, str]] = {
@@ -371,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="./study check", description="Check a notebook's parameters and data "
                                  "together before any kernel starts; lists every problem with its fix.")
     ap.add_argument("notebook", help="notebook name, number (90) or short name (use_your_data)")
-    ap.add_argument("--scale", default="smoke", choices=("smoke", "paper", "check"))
+    ap.add_argument("--scale", default="smoke", choices=SCALES)
     ap.add_argument("-p", "--parameters", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
     ap.add_argument("-y", "--parameters_yaml", action="append", default=[], metavar="YAML")
     ap.add_argument("--adapted", metavar="FILE", help="write the adapted parameters as YAML (for papermill -f)")

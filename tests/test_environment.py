@@ -64,6 +64,8 @@ def _values(notebook: str, scale: str):
 def test_every_notebook_has_valid_smoke_paper_and_check_params(notebook):
     for scale in ("smoke", "paper", "check"):
         assert _values(notebook, scale)["scale"] == scale
+    if (REPO / "params" / notebook / "evidence.yaml").is_file():  # only notebooks with trained claims have one
+        assert _values(notebook, "evidence")["scale"] == "evidence"
 
 
 @pytest.mark.parametrize("notebook", _notebooks())

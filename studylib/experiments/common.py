@@ -47,9 +47,11 @@ def check_data_params(data: str, data_root: str | None, split: str | None = None
 class DataParams:
     """The data fields of a notebook's parameters; notebook schemas extend it (and may change defaults)."""
 
-    scale: str = param("smoke", choices=SCALES, help="smoke (generated data, CPU), paper (the paper's data and "
-                                                     "protocol, GPU) or check (paper configuration, few steps, "
-                                                     "stand-in data); separates outputs and references", cut=True)
+    scale: str = param("smoke", choices=SCALES, help="smoke (generated data, CPU), evidence (smoke data, the "
+                                                     "seeds and training the verdicts need), paper (the paper's "
+                                                     "data and protocol, GPU) or check (paper configuration, few "
+                                                     "steps, stand-in data); separates outputs and references",
+                        cut=True)
     data: str = param("glyphs", choices=FEW_SHOT_DATASETS, help="data set; 'glyphs' and 'synthfs' are generated, "
                                                                  "others need data_root; 'folder' is your own images")
     data_root: str | None = param(None, help="folder of a real data set (relative: to the repository root), or "

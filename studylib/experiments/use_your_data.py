@@ -47,9 +47,10 @@ class Params:
     """Parameters of ``notebooks/90_use_your_data.ipynb``; the defaults are the smoke scale. Only parameters that
     apply to a folder of images (no generated-set options such as ``rgb`` or ``max_classes``)."""
 
-    scale: str = param("smoke", choices=SCALES, help="smoke (the example folder, CPU), paper (your folder, the "
-                                                     "paper-style protocol, GPU) or check (few steps on a stand-in "
-                                                     "folder); separates outputs and references", cut=True)
+    scale: str = param("smoke", choices=SCALES, help="smoke (the example folder, CPU), evidence (unused here), "
+                                                     "paper (your folder, the paper-style protocol, GPU) or check "
+                                                     "(few steps on a stand-in folder); separates outputs and "
+                                                     "references", cut=True)
     data: str = param("folder", choices=("folder",), help="your own images (the layout is chosen by split)")
     data_root: str | None = param(None, help="your image folder (relative: to the repository root); None: the "
                                              "notebook writes a small example folder and uses it; standin:folder "
