@@ -369,11 +369,20 @@ def check(notebook: str, scale: str = "smoke", given: dict[str, Any] | None = No
     return report
 
 
+def _scale_name(name: str) -> str:
+    """A scale (smoke, evidence, paper, check) or a variant of one (``paper-cifarfs``), for ``--scale``."""
+    if name.split("-", 1)[0] not in SCALES:
+        raise argparse.ArgumentTypeError(f"unknown scale {name!r}; allowed: {', '.join(SCALES)}, or a variant's "
+                                         "parameter file such as paper-cifarfs")
+    return name
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="./study check", description="Check a notebook's parameters and data "
                                  "together before any kernel starts; lists every problem with its fix.")
     ap.add_argument("notebook", help="notebook name, number (90) or short name (use_your_data)")
-    ap.add_argument("--scale", default="smoke", choices=SCALES)
+    ap.add_argument("--scale", default="smoke", type=_scale_name,
+                    help=f"{', '.join(SCALES)}, or a variant's parameter file (paper-cifarfs: params/NB/paper-cifarfs.yaml)")
     ap.add_argument("-p", "--parameters", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
     ap.add_argument("-y", "--parameters_yaml", action="append", default=[], metavar="YAML")
     ap.add_argument("--adapted", metavar="FILE", help="write the adapted parameters as YAML (for papermill -f)")

@@ -66,6 +66,9 @@ def test_every_notebook_has_valid_smoke_paper_and_check_params(notebook):
         assert _values(notebook, scale)["scale"] == scale
     if (REPO / "params" / notebook / "evidence.yaml").is_file():  # only notebooks with trained claims have one
         assert _values(notebook, "evidence")["scale"] == "evidence"
+    for variant in sorted((REPO / "params" / notebook).glob("*-*.yaml")):  # paper-cifarfs.yaml: a data-set variant
+        base = variant.stem.split("-", 1)[0]
+        assert base in ("smoke", "evidence", "paper", "check") and _values(notebook, variant.stem)["scale"] == base
 
 
 @pytest.mark.parametrize("notebook", _notebooks())

@@ -11,8 +11,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import verdict_stability as vs  # noqa: E402
 
 
-def _row(nb, cid, verdict, q=None):
-    return {"notebook": nb, "id": cid, "verdict": verdict, "p": q, "q": q, "measured": "+1.0 ± 0.5 (3 seeds)"}
+def _row(nb, cid, verdict, q=None, label=None):
+    return {"notebook": nb, "id": cid, "verdict": verdict, "label": label or verdict, "p": q, "p_adj": q,
+            "measured": "+1.0 ± 0.5 (3 seeds)"}
 
 
 def test_decisive_differences_are_those_where_either_page_is_decisive():
@@ -22,8 +23,17 @@ def test_decisive_differences_are_those_where_either_page_is_decisive():
          _row("02", "w", "not reproduced", 0.03), _row("02", "v", "not tested")]
     res = vs.compare(a, b)
     assert [(d["id"], d["decisive"]) for d in res["differ"]] == [("x", True), ("v", False)]
-    assert res["decisive_differ"] == 1 and res["claims"] == 5
+    assert res["decisive_differ"] == 1 and res["claims"] == 5 and res["flips"] == 0
     assert res["counts"][0] == {"reproduced": 1, "inconclusive": 2, "not run": 1, "not reproduced": 1}
+    assert len(res["rows"]) == 5 and res["rows"][0]["first"]["p_adj"] == 0.01  # every claim, both pages
+
+
+def test_a_change_of_direction_is_a_flip():
+    a = [_row("00", "x", "reproduced", 0.001), _row("00", "y", "not reproduced", 0.001, "not reproduced (reversed)")]
+    b = [_row("00", "x", "not reproduced", 0.001, "not reproduced (no effect)"),
+         _row("00", "y", "not reproduced", 0.002, "not reproduced (no effect)")]
+    res = vs.compare(a, b)
+    assert res["flips"] == 2 and res["decisive_differ"] == 0
 
 
 def test_pages_of_different_code_are_refused():
@@ -33,4 +43,4 @@ def test_pages_of_different_code_are_refused():
 
 def test_a_cache_without_claims_is_named(tmp_path):
     with pytest.raises(SystemExit, match="no claims/ folder"):
-        vs.smoke_rows(tmp_path)
+        vs.rows_of(tmp_path)

@@ -12,8 +12,8 @@ is an :class:`Estimate` over training seeds:
   own (:func:`studylib.evaluation.episode_seed`), so the seed-to-seed spread holds the training run's noise
   and the episode sampling's. Each seed's CI over its episodes is also reported (:attr:`Estimate.episode_ci95`:
   the evaluation noise alone);
-* :func:`p_value` is the t-test behind that interval and :func:`bh_qvalues` adjusts a family of them
-  (Benjamini-Hochberg), as ``figures/claims.md`` does over the directional claims of one scale;
+* :func:`p_value` is the two-sided t-test behind that interval; :mod:`studylib.evaluation.verdicts` builds each
+  claim's tests on the same statistic and adjusts them over the notebook's family (Holm-Shaffer);
 * with one seed the only uncertainty available is the episodes': ``1.96 * std / sqrt(E)`` (seed 000,
   Sec. 3.1). :mod:`studylib.evaluation.verdicts` never calls a difference reproduced from one seed.
 
@@ -45,6 +45,13 @@ def t_quantile(level: float, dof: float) -> float:
     return float(stdtrit(dof, 0.5 + level / 2.0))
 
 
+def t_cdf(t: float, dof: float) -> float:
+    """Student's t CDF with ``dof`` degrees of freedom (``t`` may be +-inf; = scipy.stats.t.cdf)."""
+    if dof < 1:
+        raise ValueError(f"Student's t needs at least 1 degree of freedom, got {dof}")
+    return float(stdtr(dof, t))
+
+
 def t95(dof: int) -> float:
     """Two-sided 95% quantile of Student's t with ``dof`` degrees of freedom (``t95(2) = 4.303``;
     = scipy.stats.t.ppf(0.975, dof), tests/evaluation/test_stats.py)."""
@@ -74,6 +81,9 @@ class Estimate:
         episode_ci95: mean over seeds of each seed's CI95 over its episodes (the evaluation noise alone;
             0 when the values do not come from episodes).
         episodes: evaluation episodes per seed (0 when not from episodes).
+        sd_floor: a stated floor of the per-seed standard deviation for a measure that does not come from
+            episodes (a clustering index, an effect size of a fit): the noise one seed's value carries at
+            least, stated where the measure is made (0: none stated).
     """
 
     value: float
@@ -81,6 +91,7 @@ class Estimate:
     seeds: tuple[float, ...]
     episode_ci95: float = 0.0
     episodes: int = 0
+    sd_floor: float = 0.0
 
     @property
     def n_seeds(self) -> int:
@@ -94,14 +105,14 @@ class Estimate:
     @property
     def sd(self) -> float:
         """The per-seed standard deviation behind the interval and the t-test: the sample spread, floored at
-        each seed's own episode standard error (``episode_ci95 / 1.96``).
+        each seed's own episode standard error (``episode_ci95 / 1.96``) and at a stated floor (``sd_floor``).
 
         A seed's value is a mean over its own episodes, so its variance is at least that sampling variance;
         with 2 or 3 seeds the sample spread alone is often far below it by chance (identical per-seed values
         gave "+0.3 ± 0.0" and p = 0 on one machine, "+0.0 ± 0.5" on another). The floor is known from
         hundreds of episodes, so it is the better-measured of the two where the spread falls below it.
         """
-        return max(self.spread, self.episode_ci95 / Z95)
+        return max(self.spread, self.episode_ci95 / Z95, self.sd_floor)
 
     def halfwidth(self, level: float = 0.95) -> float:
         """Half-width of the two-sided ``level`` interval: Student's t over the seeds (with :attr:`sd`), or the
@@ -124,22 +135,28 @@ class Estimate:
         return f"{self.value * scale:{sign}.{digits}f} ± {self.ci95 * scale:.{digits}f}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "ci95": self.ci95, "seeds": list(self.seeds),
-                "episode_ci95": self.episode_ci95, "episodes": self.episodes}
+        out = {"value": self.value, "ci95": self.ci95, "seeds": list(self.seeds),
+               "episode_ci95": self.episode_ci95, "episodes": self.episodes}
+        if self.sd_floor:
+            out["sd_floor"] = self.sd_floor
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Estimate":
         return cls(float(d["value"]), float(d["ci95"]), tuple(float(x) for x in d["seeds"]),
-                   float(d.get("episode_ci95", 0.0)), int(d.get("episodes", 0)))
+                   float(d.get("episode_ci95", 0.0)), int(d.get("episodes", 0)), float(d.get("sd_floor", 0.0)))
 
 
-def over_seeds(values: Sequence[float], episode_ci95s: Sequence[float] | None = None, episodes: int = 0) -> Estimate:
+def over_seeds(values: Sequence[float], episode_ci95s: Sequence[float] | None = None, episodes: int = 0,
+               sd_floor: float = 0.0) -> Estimate:
     """The :class:`Estimate` of per-seed values (see the module docstring for the interval).
 
     Args:
         values: one value per training seed.
         episode_ci95s: each seed's CI95 over its evaluation episodes (needed when there is one seed).
         episodes: evaluation episodes per seed, for the record.
+        sd_floor: a stated floor of the per-seed standard deviation (:attr:`Estimate.sd_floor`), for values
+            that do not come from episodes.
     """
     v = [float(x) for x in values]
     if not v:
@@ -149,10 +166,14 @@ def over_seeds(values: Sequence[float], episode_ci95s: Sequence[float] | None = 
     ep = [float(x) for x in episode_ci95s] if episode_ci95s is not None else []
     if ep and len(ep) != len(v):
         raise ValueError(f"{len(v)} seed values but {len(ep)} episode CIs")
+    if not (math.isfinite(sd_floor) and sd_floor >= 0):
+        raise ValueError(f"sd_floor must be a finite number >= 0, got {sd_floor}")
     ep_mean = float(np.mean(ep)) if ep else 0.0
-    est = Estimate(float(np.mean(v)), ep_mean, tuple(v), ep_mean, int(episodes))
-    if len(v) >= 2:  # Student's t over the seeds, the spread floored at the episode error (Estimate.sd)
-        est = Estimate(est.value, est.halfwidth(0.95), est.seeds, ep_mean, int(episodes))
+    est = Estimate(float(np.mean(v)), ep_mean, tuple(v), ep_mean, int(episodes), float(sd_floor))
+    if len(v) >= 2:  # Student's t over the seeds, the spread floored (Estimate.sd)
+        est = Estimate(est.value, est.halfwidth(0.95), est.seeds, ep_mean, int(episodes), float(sd_floor))
+    elif sd_floor and not ep:
+        est = Estimate(est.value, Z95 * sd_floor, est.seeds, 0.0, int(episodes), float(sd_floor))
     return est
 
 
@@ -194,15 +215,36 @@ def combine(fn: Callable[..., float], *estimates: Estimate) -> Estimate:
     """An :class:`Estimate` of ``fn`` applied seed by seed (``fn(a_i, b_i, ...)`` for seed ``i``).
 
     For effects that are not a plain difference of episodes, e.g. the difference of two gains, a slope over a
-    sweep, or a ratio. Every input must have the same seeds. The episode CI of the result is the root sum of
-    squares of the inputs' (exact for sums and differences of independent terms, a rough guide otherwise).
+    sweep, a minimum over settings, or a distance to the paper's number. Every input must have the same seeds.
+
+    The floor of the result's spread (its episode error) is propagated seed by seed by the delta method:
+    ``floor_i^2 = sum_k (dfn/dx_k)^2 floor_k^2`` at the seed's values (central differences), averaged over seeds.
+    So a shift ``a - c`` keeps ``a``'s floor, a difference of independent terms adds them in quadrature, a
+    linear interpolation weighs its two points, and a minimum takes the floor of the term that is smallest for
+    that seed (not all terms together). Terms measured on the same episodes are positively correlated in
+    practice; treating them as independent overstates the floor of a difference (the conservative side). Stated
+    floors (``sd_floor``) propagate the same way.
     """
     n = {e.n_seeds for e in estimates}
     if len(n) != 1:
         raise ValueError(f"combine needs the same number of seeds in every estimate, got {sorted(n)}")
-    values = [fn(*(e.seeds[i] for e in estimates)) for i in range(n.pop())]
-    ep = math.sqrt(sum(e.episode_ci95 ** 2 for e in estimates))
-    return over_seeds(values, [ep] * len(values), episodes=max(e.episodes for e in estimates))
+    n_seeds = n.pop()
+    values = [float(fn(*(e.seeds[i] for e in estimates))) for i in range(n_seeds)]
+    ep = [e.episode_ci95 for e in estimates]
+    fl = [e.sd_floor for e in estimates]
+    ep_out, fl_out = [], []
+    for i in range(n_seeds):
+        x = [e.seeds[i] for e in estimates]
+        grad = []
+        for k in range(len(x)):
+            h = 1e-6 * max(1.0, abs(x[k]))
+            up, down = list(x), list(x)
+            up[k] += h
+            down[k] -= h
+            grad.append((float(fn(*up)) - float(fn(*down))) / (2 * h))
+        ep_out.append(math.sqrt(sum((g * f) ** 2 for g, f in zip(grad, ep))))
+        fl_out.append(math.sqrt(sum((g * f) ** 2 for g, f in zip(grad, fl))))
+    return over_seeds(values, ep_out, episodes=max(e.episodes for e in estimates), sd_floor=float(np.mean(fl_out)))
 
 
 def difference(a: Estimate, b: Estimate) -> Estimate:
@@ -226,24 +268,3 @@ def p_value(effect: Estimate) -> float | None:
         return 0.0 if effect.value != 0.0 else 1.0
     t = effect.value / (s / math.sqrt(n))
     return float(2.0 * stdtr(n - 1, -abs(t)))  # = 2 scipy.stats.t.sf(|t|, n - 1)
-
-
-def bh_qvalues(pvalues: Sequence[float]) -> list[float]:
-    """Benjamini-Hochberg adjusted p-values (q-values) of a family of tests, in the input order.
-
-    With the ``m`` p-values sorted ascending, ``q_(i) = min_{j >= i} min(1, p_(j) * m / j)``; rejecting every
-    hypothesis with ``q <= alpha`` controls the false-discovery rate at ``alpha`` for independent or
-    positively dependent tests (Benjamini & Hochberg, 1995).
-    """
-    p = np.asarray([float(x) for x in pvalues], dtype=np.float64)
-    if p.size == 0:
-        return []
-    if np.any(~np.isfinite(p)) or np.any((p < 0) | (p > 1)):
-        raise ValueError(f"p-values must lie in [0, 1], got {p.tolist()}")
-    m = p.size
-    order = np.argsort(p, kind="stable")
-    scaled = p[order] * m / np.arange(1, m + 1)
-    q_sorted = np.minimum.accumulate(scaled[::-1])[::-1].clip(max=1.0)
-    q = np.empty(m)
-    q[order] = q_sorted
-    return q.tolist()

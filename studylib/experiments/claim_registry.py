@@ -93,6 +93,9 @@ class Meta:
     paper: str | None = None  # corrected quoted text for the page
     source: str | None = None  # corrected source for the page
     backbone_proxy: str = ""  # why the cited table's backbone may differ from paper.yaml's
+    # one sentence on why a decided "not reproduced" is what it is (a real disagreement, the data or the scale),
+    # shown beside it in the README; written after reading the runs, never a number
+    why_not_reproduced: str = ""
 
     def __post_init__(self) -> None:
         if self.evidence not in EVIDENCE:

@@ -113,14 +113,30 @@ def test_two_seed_interval_and_p_value_by_hand():
     assert stats.p_value(stats.over_seeds([0.1, 0.1])) == 0.0 and stats.p_value(stats.over_seeds([0, 0])) == 1.0
 
 
-def test_benjamini_hochberg_by_hand_and_against_scipy():
-    # sorted 0.005, 0.01, 0.03, 0.04 -> p * 4 / rank = 0.02, 0.02, 0.04, 0.04 (already monotone)
-    assert stats.bh_qvalues([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.02, 0.04, 0.04, 0.02])
-    # the step-up minimum: 0.04 * 3 / 2 = 0.06 exceeds 0.05 * 3 / 3 = 0.05, so both get 0.05
-    assert stats.bh_qvalues([0.01, 0.04, 0.05]) == pytest.approx([0.03, 0.05, 0.05])
-    rng = np.random.default_rng(0)
-    p = rng.uniform(size=40) ** 3
-    assert stats.bh_qvalues(p) == pytest.approx(scipy.stats.false_discovery_control(p, method="bh"), rel=1e-12)
-    assert stats.bh_qvalues([]) == []
-    with pytest.raises(ValueError, match=r"\[0, 1\]"):
-        stats.bh_qvalues([0.5, 1.5])
+def test_combine_floor_by_the_delta_method_for_shifts_differences_interpolation_and_minimum():
+    # each input's episode floor: a 0.02, b 0.01, c 0.03 (CI95 units); per-seed values chosen so the argmin of
+    # min(a, b, c) is b for seed 0, c for seed 1, a for seed 2
+    a = stats.over_seeds([0.50, 0.40, 0.10], [0.02] * 3)
+    b = stats.over_seeds([0.20, 0.60, 0.30], [0.01] * 3)
+    c = stats.over_seeds([0.30, 0.20, 0.40], [0.03] * 3)
+    assert stats.combine(lambda x: x - 0.3, a).episode_ci95 == pytest.approx(0.02)  # a shift keeps its floor
+    assert stats.combine(lambda x, y: x - y, a, b).episode_ci95 == pytest.approx(math.hypot(0.02, 0.01))
+    # interpolation half way between two points: 0.5^2 weights
+    interp = stats.combine(lambda x, y, z: x - 0.5 * (y + z), a, b, c)
+    assert interp.episode_ci95 == pytest.approx(math.sqrt(0.02 ** 2 + 0.25 * 0.01 ** 2 + 0.25 * 0.03 ** 2))
+    # the minimum takes the floor of the smallest term per seed (b, c, a), averaged: not all three together
+    m = stats.combine(lambda *d: min(d), a, b, c)
+    assert list(m.seeds) == [0.20, 0.20, 0.10]
+    assert m.episode_ci95 == pytest.approx((0.01 + 0.03 + 0.02) / 3)
+    assert m.episode_ci95 < math.sqrt(0.02 ** 2 + 0.01 ** 2 + 0.03 ** 2)  # what the old root-sum-square gave
+    # 06's min(gain1 - gain5, gain1): the gain difference's floor where it is the smaller term
+    diff = stats.over_seeds([0.01, 0.02, 0.03], [0.0063] * 3)
+    gain1 = stats.over_seeds([0.05, 0.06, 0.07], [0.0080] * 3)
+    assert stats.combine(min, diff, gain1).episode_ci95 == pytest.approx(0.0063)
+    # stated floors propagate the same way
+    s1 = stats.over_seeds([1.0, 2.0, 3.0], sd_floor=0.3)
+    s2 = stats.over_seeds([0.0, 1.0, 1.0], sd_floor=0.4)
+    assert stats.combine(lambda x, y: x - y, s1, s2).sd_floor == pytest.approx(0.5)
+    assert stats.Estimate.from_dict(s1.as_dict()) == s1
+    with pytest.raises(ValueError, match="sd_floor"):
+        stats.over_seeds([1.0, 2.0], sd_floor=-1.0)

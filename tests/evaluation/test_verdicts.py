@@ -1,78 +1,208 @@
-"""Every outcome of every verdict rule, on hand-made estimates whose intervals are known."""
+"""Every outcome of every verdict rule, against scipy's t-tests and hand-computed Holm-Shaffer adjustments.
+
+Each rule is tested at its boundary, and each of these tests fails on the rules before issue 27 (BH over the
+scale's claims, rule 3 "spread < effect", no no-effect outcome, "competitive" judged two-sided)."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
+import scipy.optimize
+import scipy.stats
 
 from studylib.evaluation import verdicts as v
 from studylib.evaluation.stats import Estimate, over_seeds
 
 
-def est(value: float, ci: float, seeds: tuple[float, ...]) -> Estimate:
-    return Estimate(value, ci, seeds)
+def claim(cid: str, kind: str = "greater", measured=None, **kw) -> v.Claim:
+    expect_kw = {k: kw.pop(k) for k in ("margin", "delta", "expected") if k in kw}
+    return v.Claim(cid, f"claim {cid}", "Table 1", "", "A - B", v.Expectation(kind, **expect_kw), measured, **kw)
 
 
-def test_greater_reproduced_and_not_reproduced():
-    assert v.greater(est(0.05, 0.02, (0.04, 0.05, 0.06)))[0] == v.REPRODUCED
-    assert v.greater(est(-0.05, 0.02, (-0.04, -0.05, -0.06)))[0] == v.NOT_REPRODUCED
-    assert v.less(est(-0.05, 0.02, (-0.04, -0.05, -0.06)))[0] == v.REPRODUCED
-    assert v.less(est(0.05, 0.02, (0.04, 0.05, 0.06)))[0] == v.NOT_REPRODUCED
+def one(c: v.Claim) -> v.Judgement:
+    return v.judge_family([c])[c.id]
 
 
-def test_inconclusive_when_the_interval_includes_zero():
-    verdict, reason = v.greater(est(0.01, 0.02, (0.0, 0.01, 0.02)))
-    assert verdict == v.INCONCLUSIVE and "includes 0" in reason
-    assert v.less(est(-0.01, 0.02, (0.0, -0.01, -0.02)))[0] == v.INCONCLUSIVE
+# -- the tests of one claim, against scipy -----------------------------------------------------------------
+SEEDS = [0.031, 0.042, 0.018, 0.027, 0.036]
 
 
-def test_inconclusive_when_the_seeds_disagree():
-    # Seeds that disagree in sign: the spread (std ~ 0.08) exceeds the effect (0.02). The interval is given
-    # narrow on purpose, as a CI over pooled episodes would be, so only the spread rule can catch it.
-    disagree = est(0.02, 0.01, (0.10, -0.08, 0.04))
-    verdict, reason = v.greater(disagree)
-    assert verdict == v.INCONCLUSIVE and "spread" in reason
-    # And through the real interval of over_seeds, such seeds give an interval that includes 0.
-    assert v.greater(over_seeds([0.10, -0.08, 0.04]))[0] == v.INCONCLUSIVE
+def test_claim_tests_are_scipys_one_sample_t_tests():
+    e = over_seeds(SEEDS)
+    t = v.claim_tests(v.Expectation("greater", delta=0.01), e)
+    assert t["difference"] == pytest.approx(scipy.stats.ttest_1samp(SEEDS, 0.0).pvalue, rel=1e-10)
+    tost = max(scipy.stats.ttest_1samp(SEEDS, -0.01, alternative="greater").pvalue,
+               scipy.stats.ttest_1samp(SEEDS, 0.01, alternative="less").pvalue)
+    assert t["no effect"] == pytest.approx(tost, rel=1e-10)
+    ni = v.claim_tests(v.Expectation("noninferior", margin=0.03), e)
+    assert ni["non-inferior"] == pytest.approx(scipy.stats.ttest_1samp(SEEDS, -0.03, alternative="greater").pvalue)
+    assert ni["inferior"] == pytest.approx(scipy.stats.ttest_1samp(SEEDS, -0.03, alternative="less").pvalue)
+    w = v.claim_tests(v.Expectation("within", margin=0.02), e)
+    assert w["inside"] == pytest.approx(max(scipy.stats.ttest_1samp(SEEDS, -0.02, alternative="greater").pvalue,
+                                            scipy.stats.ttest_1samp(SEEDS, 0.02, alternative="less").pvalue))
+    assert w["outside"] == pytest.approx(min(1.0, 2 * min(
+        scipy.stats.ttest_1samp(SEEDS, 0.02, alternative="greater").pvalue,
+        scipy.stats.ttest_1samp(SEEDS, -0.02, alternative="less").pvalue)))
 
 
-def test_one_seed_is_never_enough_for_a_difference():
-    one = est(0.2, 0.01, (0.2,))
-    assert v.greater(one) == (v.INCONCLUSIVE, "1 training seed(s); a difference needs at least 2")
-    assert v.within(one, 0.05)[0] == v.INCONCLUSIVE
+def test_the_floor_enters_the_tests():
+    flat = over_seeds([0.003, 0.003, 0.003], [0.0196] * 3, episodes=500)  # floor sd = 0.01
+    p = v.claim_tests(v.Expectation("greater"), flat)["difference"]
+    t = 0.003 / (0.0196 / 1.959963984540054 / math.sqrt(3))
+    assert p == pytest.approx(2 * scipy.stats.t.sf(t, 2), rel=1e-9)  # not 0 from a zero spread
+    stated = over_seeds([0.5, 0.5, 0.5], sd_floor=0.1)  # a measure without episodes, its floor stated
+    assert stated.sd == 0.1 and v.claim_tests(v.Expectation("greater", delta=0.05), stated)["difference"] > 0
 
 
-def test_within_all_three_outcomes():
-    # 3 seeds: the 99% interval is the 95% one x t(0.995, 2) / t(0.975, 2) = 9.924843 / 4.302653 = 2.306680,
-    # so a stored +-0.02 becomes +-0.046134
-    assert v.within(est(0.01, 0.02, (0.0, 0.01, 0.02)), 0.06)[0] == v.REPRODUCED  # [-0.0361, 0.0561]
-    assert v.within(est(0.10, 0.02, (0.09, 0.10, 0.11)), 0.05)[0] == v.NOT_REPRODUCED  # [0.0539, 0.1461]
-    assert v.within(est(-0.10, 0.02, (-0.09, -0.10, -0.11)), 0.05)[0] == v.NOT_REPRODUCED
-    assert v.within(est(0.04, 0.02, (0.03, 0.04, 0.05)), 0.05)[0] == v.INCONCLUSIVE  # straddles at 95% too
-    # marginal: the 95% interval [0.06, 0.10] lies outside +-0.05, the 99% one [0.0339, 0.1261] does not
-    verdict, reason = v.within(est(0.08, 0.02, (0.07, 0.08, 0.09)), 0.05)
-    assert verdict == v.INCONCLUSIVE and reason.startswith("marginal")
-    verdict, reason = v.within(est(0.01, 0.02, (0.0, 0.01, 0.02)), 0.05)  # 95% inside, 99% [-0.036, 0.056] not
-    assert verdict == v.INCONCLUSIVE and reason.startswith("marginal")
+# -- Holm-Shaffer ---------------------------------------------------------------------------------------------
+def test_family_adjust_is_holm_with_one_test_per_member():
+    p = [0.01, 0.04, 0.03, 0.005]
+    # Holm by hand: sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1 = 0.02, 0.03, 0.06, 0.04 -> cummax
+    assert v.family_adjust(list(enumerate(p))) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+
+
+def test_family_adjust_counts_members_not_tests():
+    # two members with two tests each: sorted p 0.001 (a), 0.002 (b), 0.3 (a), 0.6 (b)
+    tests = [("a", 0.001), ("a", 0.3), ("b", 0.002), ("b", 0.6)]
+    # step 1: both members still have tests -> x2; step 2: x2; step 3: x2 (a and b still have one); step 4: x1
+    assert v.family_adjust(tests) == pytest.approx([0.002, 0.6, 0.004, 0.6])
+    with pytest.raises(ValueError, match="must lie in"):
+        v.family_adjust([("a", 1.5)])
+
+
+# -- directional claims: both ways ----------------------------------------------------------------------------
+def test_directional_reproduced_reversed_no_effect_and_inconclusive():
+    up = over_seeds([0.05, 0.04, 0.06, 0.05, 0.055])
+    assert one(claim("a", measured=up)).verdict == v.REPRODUCED
+    down = over_seeds([-0.05, -0.04, -0.06, -0.05, -0.055])
+    j = one(claim("a", measured=down))
+    assert j.verdict == v.NOT_REPRODUCED and j.label == "not reproduced (reversed)"
+    assert one(claim("a", "less", down)).verdict == v.REPRODUCED
+    # a reliable null: every seed within 0.2 pts of 0, band ±1 pt -> "no effect" (never possible before)
+    null = over_seeds([0.001, -0.002, 0.0015, -0.001, 0.0005, 0.0, -0.0005, 0.001, -0.001, 0.0008])
+    j = one(claim("a", measured=null))
+    assert j.verdict == v.NOT_REPRODUCED and j.label == "not reproduced (no effect)" and j.test == "no effect"
+    noisy = over_seeds([0.03, -0.02, 0.05])
+    j = one(claim("a", measured=noisy))
+    assert j.verdict == v.INCONCLUSIVE and j.label == "inconclusive"
+
+
+def test_no_effect_band_boundary_and_unit():
+    # 10 seeds with mean 0.004 and sd 0.002: the TOST p against the band decides; find the band where the
+    # adjusted p (a family of one: p_adj = p) crosses 0.01 using scipy, and check both sides of it
+    seeds = [0.004 + 0.002 * z for z in (-1.5, -1, -0.5, 0, 0.5, 1, 1.5, -0.25, 0.25, 0)]
+    e = over_seeds(seeds)
+    def tost(d):
+        return max(scipy.stats.ttest_1samp(seeds, -d, alternative="greater").pvalue,
+                   scipy.stats.ttest_1samp(seeds, d, alternative="less").pvalue)
+    d0 = scipy.optimize.brentq(lambda d: tost(d) - 0.01, 0.0041, 0.02)
+    inside = one(claim("a", measured=e, delta=d0 * 1.001))
+    outside = one(claim("a", measured=e, delta=d0 * 0.999))
+    assert inside.label == "not reproduced (no effect)" and "real" in inside.reason  # also p_adj(diff) <= 0.01
+    assert outside.verdict == v.REPRODUCED  # the effect is real and not inside the band
+    # a claim in another unit has no band unless stated
+    assert "no effect" not in v.claim_tests(v.Expectation("greater"), e, unit=1.0)
+    assert "no effect" in v.claim_tests(v.Expectation("greater", delta=0.5), e, unit=1.0)
+    with pytest.raises(ValueError, match="for directional claims"):
+        v.Expectation("within", margin=0.1, delta=0.1)
+
+
+def test_decisive_at_one_percent_marginal_at_five():
+    # two seeds on 1 dof: p = 2 * t.sf(|t|, 1); pick values with p just below / above 0.01 and 0.05
+    def at(p):  # seeds (x - 0.01, x + 0.01): sd = 0.01 * sqrt 2, t = x / (0.01 * sqrt2 / sqrt2) = x / 0.01
+        t = scipy.stats.t.isf(p / 2, 1)
+        return over_seeds([t * 0.01 - 0.01, t * 0.01 + 0.01])
+    assert one(claim("a", measured=at(0.0099), delta=1e-6)).verdict == v.REPRODUCED
+    j = one(claim("a", measured=at(0.0101), delta=1e-6))
+    assert j.verdict == v.INCONCLUSIVE and j.label == "inconclusive (marginal)"
+    assert one(claim("a", measured=at(0.0499), delta=1e-6)).label == "inconclusive (marginal)"
+    assert one(claim("a", measured=at(0.0501), delta=1e-6)).label == "inconclusive"
+
+
+def test_rule_3_is_gone_more_seeds_decide():
+    # d = mean / sd = 0.5: rule 3 ("spread < effect") made this undecidable at any number of seeds
+    rng = [0.01 + 0.02 * z for z in scipy.stats.norm.ppf([(i + 0.5) / 60 for i in range(60)])]
+    e = over_seeds(rng)
+    assert e.sd > abs(e.value) and one(claim("a", measured=e)).verdict == v.REPRODUCED
+
+
+# -- non-inferiority and within ------------------------------------------------------------------------------
+def test_competitive_is_one_sided_non_inferiority():
+    much_better = over_seeds([0.10, 0.11, 0.12, 0.10, 0.11])  # A far better than B: still "competitive"
+    assert one(claim("c", "noninferior", much_better, margin=0.03)).verdict == v.REPRODUCED
+    much_worse = over_seeds([-0.10, -0.11, -0.12, -0.10, -0.11])
+    assert one(claim("c", "noninferior", much_worse, margin=0.03)).verdict == v.NOT_REPRODUCED
+    near = over_seeds([-0.03, -0.02, -0.04])
+    assert one(claim("c", "noninferior", near, margin=0.03)).verdict == v.INCONCLUSIVE
+
+
+def test_within_all_outcomes():
+    assert one(claim("w", "within", over_seeds([0.001, -0.001, 0.0, 0.0005, -0.0005]), margin=0.01)).verdict \
+        == v.REPRODUCED
+    assert one(claim("w", "within", over_seeds([0.10, 0.11, 0.09, 0.10, 0.105]), margin=0.01)).verdict \
+        == v.NOT_REPRODUCED
+    assert one(claim("w", "within", over_seeds([0.01, -0.01, 0.02]), margin=0.01)).verdict == v.INCONCLUSIVE
+
+
+def test_within_boundary_is_the_tost_at_the_adjusted_level():
+    seeds = [0.002, -0.001, 0.003, 0.0, 0.001]
+    e = over_seeds(seeds)
+    def tost(m):
+        return max(scipy.stats.ttest_1samp(seeds, -m, alternative="greater").pvalue,
+                   scipy.stats.ttest_1samp(seeds, m, alternative="less").pvalue)
+    m0 = scipy.optimize.brentq(lambda m: tost(m) - 0.01, 0.0031, 0.1)
+    assert one(claim("w", "within", e, margin=m0 * 1.001)).verdict == v.REPRODUCED
+    assert one(claim("w", "within", e, margin=m0 * 0.999)).verdict == v.INCONCLUSIVE
+
+
+# -- preconditions, families, aliases -------------------------------------------------------------------------
+def test_one_seed_not_tested_and_not_run_stay_in_the_family():
+    strong = over_seeds([0.05, 0.051, 0.049, 0.05, 0.0505])
+    p = v.claim_tests(v.Expectation("greater"), strong)
+    alone = v.judge_family([claim("a", measured=strong)])["a"]
+    fam = v.judge_family([claim("a", measured=strong), claim("b"), claim("c", measured=over_seeds([0.2])),
+                          claim("d", measured=strong, applies=False, why_not="needs miniImageNet"),
+                          claim("e", "equal", 3, expected=3)])
+    assert fam["b"].verdict == v.NOT_RUN and fam["c"].verdict == v.NOT_TESTED and fam["c"].reason == v.ONE_SEED
+    assert fam["d"] == v.Judgement(v.NOT_TESTED, "needs miniImageNet") and fam["e"].verdict == v.REPRODUCED
+    # a, b, c are the family (3 members): the smallest p is multiplied by 3, not 1
+    assert alone.family == 1 and alone.p_adj == pytest.approx(p["difference"])  # one member: nothing to adjust
+    assert fam["a"].family == 3 and fam["a"].p_adj == pytest.approx(3 * fam["a"].p)
+
+
+def test_a_failed_regime_check_gates_its_claims():
+    strong = over_seeds([-0.05, -0.051, -0.049, -0.05, -0.0505])  # against the paper
+    r = v.Regime.at_least("pretraining beats the random encoder", over_seeds([0.01, -0.02, 0.0]), 0.02,
+                          ["a"])
+    assert r.passed is False and "lower 95% bound" in r.detail
+    fam = v.judge_family([claim("a", measured=strong), claim("b", measured=strong)], [r])
+    assert fam["a"].verdict == v.NOT_TESTED and fam["a"].reason.startswith("regime check failed: pretraining")
+    assert fam["b"].label == "not reproduced (reversed)" and fam["b"].family == 2  # "a" still counts
+    ok = v.Regime.at_least("x", over_seeds([0.1, 0.11, 0.12]), 0.02, ["a"])
+    assert ok.passed and v.judge_family([claim("a", measured=strong)], [ok])["a"].verdict == v.NOT_REPRODUCED
+    assert v.Regime.at_least("x", None, 0.02, ["a"]).passed is None
+    assert v.Regime.from_dict(ok.as_dict()) == ok
+
+
+def test_an_alias_with_the_same_values_takes_its_canonical_judgement_and_does_not_grow_the_family():
+    e = over_seeds([0.05, 0.051, 0.049, 0.05, 0.0505])
+    fam = v.judge_family([claim("a", measured=e), claim("b", measured=e), claim("c", measured=e)],
+                         same_as={"b": "a"})
+    assert fam["a"].family == 2 and fam["b"].p_adj == fam["a"].p_adj and "same measurement as a" in fam["b"].reason
+    other = over_seeds([0.02, 0.021, 0.019, 0.02, 0.0205])
+    fam = v.judge_family([claim("a", measured=e), claim("b", measured=other)], same_as={"b": "a"})
+    assert fam["a"].family == 2  # different values: judged as a member of its own
 
 
 def test_equal_for_formulas_and_counts():
-    assert v.equal(120, 120)[0] == v.REPRODUCED
-    assert v.equal(0.1 + 0.2, 0.3)[0] == v.REPRODUCED
-    assert v.equal([1, 2.0], (1, 2))[0] == v.REPRODUCED
-    assert v.equal(119, 120) == (v.NOT_REPRODUCED, "measured 119, expected 120")
-
-
-def test_judge_dispatches_and_marks_untested_and_unrun_claims():
-    good = est(0.05, 0.02, (0.04, 0.05, 0.06))
-    assert v.judge(v.Expectation("greater"), good)[0] == v.REPRODUCED
-    assert v.judge(v.Expectation("less"), good)[0] == v.NOT_REPRODUCED
-    assert v.judge(v.Expectation("within", margin=0.1), good)[0] == v.REPRODUCED
-    assert v.judge(v.Expectation("equal", expected=3), 3)[0] == v.REPRODUCED
-    assert v.judge(v.Expectation("greater"), good, applies=False, why_not="needs miniImageNet") == (
-        v.NOT_TESTED, "needs miniImageNet")
-    assert v.judge(v.Expectation("greater"), None)[0] == v.NOT_RUN
-    with pytest.raises(TypeError, match="needs an Estimate"):
-        v.judge(v.Expectation("greater"), 0.3)
+    assert v.equal(120, 120).verdict == v.REPRODUCED
+    assert v.equal(0.1 + 0.2, 0.3).verdict == v.REPRODUCED
+    assert v.equal([1, 2.0], (1, 2)).verdict == v.REPRODUCED
+    assert v.equal(119, 120) == v.Judgement(v.NOT_REPRODUCED, "measured 119, expected 120")
+    assert v.equal([1, 2], [1, 2, 3]).verdict == v.NOT_REPRODUCED
+    assert v.equal([[8, 8], [20, 25]], [[8.0, 8], [20, 25.0]]).verdict == v.REPRODUCED
+    assert v.equal(3, 3.0000001).verdict == v.NOT_REPRODUCED
 
 
 def test_expectations_are_validated():
@@ -80,60 +210,17 @@ def test_expectations_are_validated():
         v.Expectation("bigger")
     with pytest.raises(ValueError, match="positive margin"):
         v.Expectation("within")
+    with pytest.raises(ValueError, match="positive margin"):
+        v.Expectation("noninferior")
+    with pytest.raises(TypeError, match="needs an Estimate"):
+        v.judge_family([claim("a", measured=0.3)])
 
 
-def test_claim_reports_its_verdict_and_measurement():
-    c = v.Claim("c1", "A beats B", "Table 2", "62.6 vs 60.4", "A - B", v.Expectation("greater"),
-                measured=est(0.05, 0.02, (0.04, 0.05, 0.06)))
-    assert c.verdict == v.REPRODUCED
-    assert c.measured_text() == "+5.0 ± 2.0 (3 seeds)"
-
-
-def test_rules_at_their_boundaries():
-    # an interval ending exactly at 0 includes 0
-    assert v.greater(est(0.02, 0.02, (0.01, 0.02, 0.03)))[0] == v.INCONCLUSIVE
-    assert v.less(est(-0.02, 0.02, (-0.01, -0.02, -0.03)))[0] == v.INCONCLUSIVE
-    # two seeds are enough for the rules, through the t interval on 1 dof (t = 12.706): seeds 0.10, 0.11 give
-    # 0.105 ± 12.706 * 0.005 = ± 0.0635 -> excludes 0; seeds 0.01, 0.03 give 0.02 ± 0.127 -> includes 0
-    assert v.greater(over_seeds([0.10, 0.11]))[0] == v.REPRODUCED
-    assert v.greater(over_seeds([0.01, 0.03]))[0] == v.INCONCLUSIVE
-    # "within": a point estimate of 0 inside the margin does not decide while the interval straddles it
-    straddle = over_seeds([-0.01, 0.0, 0.01])  # 0 ± 4.303 * 0.01 / sqrt(3) = ± 0.0248; at 99%: ± 0.0573
-    assert straddle.ci95 == pytest.approx(4.302653 * 0.01 / 3 ** 0.5, rel=1e-6)
-    assert v.within(straddle, 0.02)[0] == v.INCONCLUSIVE
-    assert v.within(straddle, 0.025) == (v.INCONCLUSIVE, "marginal: the 95% interval clears ±0.025, the 99% one "
-                                                        "does not")
-    assert v.within(straddle, 0.0572)[0] == v.INCONCLUSIVE  # 9.924843 * 0.01 / sqrt(3) = 0.057301
-    assert v.within(straddle, 0.0574)[0] == v.REPRODUCED
-    # the episode-error floor: identical seeds do not make a zero-width interval when their episodes are noisy
-    flat = over_seeds([0.003, 0.003, 0.003], [0.0196] * 3, episodes=500)  # floor sd = 0.0196 / 1.96 = 0.01
-    assert flat.sd == pytest.approx(0.0196 / 1.959964) and flat.ci95 == pytest.approx(4.302653 * 0.01 / 3 ** 0.5,
-                                                                                     rel=1e-4)
-    assert v.greater(flat)[0] == v.INCONCLUSIVE  # was "reproduced" with p = 0 from a zero spread
-    # equal: lists of other length never equal; ints and floats compare by value
-    assert v.equal([1, 2], [1, 2, 3])[0] == v.NOT_REPRODUCED
-    assert v.equal([1, 2, 3], [1, 2])[0] == v.NOT_REPRODUCED
-    assert v.equal([[8, 8], [20, 25]], [[8.0, 8], [20, 25.0]])[0] == v.REPRODUCED
-    assert v.equal(3, 3.0000001)[0] == v.NOT_REPRODUCED
-
-
-def test_the_margin_is_stated_in_the_tables_unit():
-    c = v.Claim("level", "ours matches", "T1", "62.55", "ours - paper", v.Expectation("within", margin=0.01),
-                measured=est(0.03, 0.005, (0.025, 0.03, 0.035)))
-    assert "±1 pts" in c.expect.rule(c.unit) and c.verdict == v.NOT_REPRODUCED  # 99%: 0.03 ± 0.0115
-    assert c.reason == "the 99% interval lies outside ±1 pts"  # was "±0.01": a fraction beside points
-    counts = v.Claim("n", "", "", "", "", v.Expectation("within", margin=2.5), unit=1.0,
-                     measured=est(1.0, 0.5, (0.5, 1.0, 1.5)))  # 99%: 1.0 ± 1.153
-    assert counts.reason == "the 99% interval lies inside ±2.5"
-
-
-def test_decisive_verdicts_need_the_false_discovery_adjusted_q():
-    assert v.with_fdr(v.REPRODUCED, "r", 0.01) == (v.REPRODUCED, "r, q = 0.01 <= 0.01")
-    assert v.with_fdr(v.REPRODUCED, "r", 0.0101) == (v.INCONCLUSIVE, "marginal: r, q = 0.010 <= 0.05 but > 0.01 "
-                                                                     "(stability rule)")
-    assert v.with_fdr(v.REPRODUCED, "r", 0.05)[0] == v.INCONCLUSIVE
-    assert v.with_fdr(v.REPRODUCED, "r", 0.0501)[1].endswith("> 0.05 (Benjamini-Hochberg)")
-    assert v.with_fdr(v.NOT_REPRODUCED, "r", 0.2)[0] == v.INCONCLUSIVE
-    assert v.with_fdr(v.NOT_REPRODUCED, "r", 0.009)[0] == v.NOT_REPRODUCED
-    assert v.with_fdr(v.REPRODUCED, "r", None)[0] == v.INCONCLUSIVE
-    assert v.with_fdr(v.INCONCLUSIVE, "r", 0.001) == (v.INCONCLUSIVE, "r")
+def test_claim_reports_its_verdict_and_measurement_and_rule_in_the_tables_unit():
+    c = claim("c1", measured=Estimate(0.05, 0.02, (0.04, 0.05, 0.06, 0.05, 0.055)))
+    assert c.verdict == v.REPRODUCED and c.measured_text() == "+5.0 ± 2.0 (5 seeds)"
+    assert v.Expectation("within", margin=0.01).rule(100.0) == ("inside ±1 pts (equivalence t over seeds; "
+                                                                "Holm-adjusted p <= 0.01)")
+    assert "no effect if inside ±1 pts" in v.Expectation("greater").rule(100.0)
+    assert "no effect" not in v.Expectation("greater").rule(1.0)
+    assert "effect > -3 pts" in v.Expectation("noninferior", margin=0.03).rule(100.0)

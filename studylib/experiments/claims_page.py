@@ -1,0 +1,500 @@
+"""The study's page of claims (``figures/claims.md``), the README's "What we found" and the key figures.
+
+``python -m studylib.experiments.claims`` (``./study claims``) writes them from the saved claims tables: this
+machine's (``<cache>/claims/``), else the committed ones (``params/<notebook>/<name>.claims.json``). Every
+claim of every notebook appears once, with its kind of evidence (:mod:`studylib.experiments.claim_registry`)
+and one column per scale: **smoke** (what CI runs), **evidence** (the smoke data with the seeds and training
+the verdicts need) and **paper** (the paper's data and protocol, with its data-set variants such as
+``paper-cifarfs``). Each saved table is judged again by the function the notebook used
+(:meth:`ClaimsTable.judgements`), so a cell shows the notebook's verdict, p and adjusted p; a claim's family is
+its own notebook's table, so no other notebook's table changes it.
+
+A cell reads "—" where the claim does not exist at that scale (it is not counted there), "not run" where no
+table of that scale's parameter file was saved, "other parameters" for a table made with a ``-p`` override (not
+counted), and carries *stale* when the table was made by other code than today's (its code version differs:
+counted as not run). ``./study run`` writes its page to ``out/claims.md`` (``--out``) and never rewrites
+tracked files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+from studylib.evaluation.stats import Estimate
+from studylib.evaluation.verdicts import (DECIDE_ALPHA, DEFAULT_DELTA, MARGINAL_ALPHA, NOT_REPRODUCED, NOT_RUN,
+                                          REPRODUCED, VERDICTS, Claim, Judgement)
+from studylib.experiments.claim_registry import EVIDENCE, PAPER as PAPER_EVIDENCE, SEED_OF, meta
+from studylib.experiments.claims import (ClaimsTable, _fmt_p, is_stale, of_params, param_files, save_committed,
+                                         saved_table, static_claims)
+from studylib.paths import notebook_names, project_root
+from studylib.utils import atomic_write_text
+
+COLUMNS = ("smoke", "evidence", "paper")  # the page's scale columns (check is wiring, not evidence)
+DECISIVE = (REPRODUCED, NOT_REPRODUCED)
+SUMMARY_START, SUMMARY_END = "<!-- claims-summary:start -->", "<!-- claims-summary:end -->"
+NOT_AT_SCALE = "—"
+
+
+@dataclasses.dataclass
+class Row:
+    """One claim of the page in one scale column."""
+
+    notebook: str
+    id: str
+    kind: str
+    status: str  # "judged", "not at this scale", "not run", "other parameters"
+    table: str = ""  # the parameter file whose table it comes from
+    judgement: Judgement | None = None
+    measured: Estimate | Any = None
+    measured_text: str = ""
+    stale: bool = False
+    seeds_to_decide: str = ""
+
+    @property
+    def counted(self) -> bool:
+        return self.status != "not at this scale"
+
+    @property
+    def verdict(self) -> str:
+        """The verdict this row counts as (stale tables and overrides: not run)."""
+        if self.status != "judged" or self.stale or self.judgement is None:
+            return NOT_RUN
+        return self.judgement.verdict
+
+    @property
+    def p_adj(self) -> float | None:
+        return self.judgement.p_adj if self.judgement is not None else None
+
+    def estimate(self) -> Estimate | None:
+        return self.measured if isinstance(self.measured, Estimate) else None
+
+    def cell(self) -> str:
+        if self.status == "not at this scale":
+            return NOT_AT_SCALE
+        if self.status == "other parameters":
+            return f"other parameters than {self.table}.yaml's (not counted)"
+        if self.status == "not run" or self.judgement is None:
+            return NOT_RUN
+        j = self.judgement
+        stats_text = ""
+        if j.p is not None:
+            test = "" if j.test in ("difference", "non-inferior", "inside") else f"{j.test} test "
+            stats_text = f", {test}p = {_fmt_p(j.p)}, p_adj = {_fmt_p(j.p_adj)}"
+        where = f" [{self.table}]" if self.table not in COLUMNS else ""
+        stale = " *(stale: made by other code; not counted)*" if self.stale else ""
+        text = f"{self.measured_text}{stats_text} → **{j.label}**{where}{stale}"
+        return text.lstrip(", ") if not self.measured_text else text
+
+
+# (listing: {notebook: [(claim id, claim)]}, rows: {column: {(notebook, claim id): Row}}, tables: {column:
+# {notebook: [(name, saved table)]}})
+PageRows = tuple[dict[str, list[tuple[str, Claim]]], dict[str, dict[tuple[str, str], Row]],
+                 dict[str, dict[str, list[tuple[str, dict[str, Any]]]]]]
+
+
+def _judge_column(nb: str, column: str) -> tuple[dict[str, Claim], dict[str, Row], list[tuple[str, dict]]]:
+    """The claims of ``nb`` at a scale column (its parameter file and variants) and their rows."""
+    listings: dict[str, ClaimsTable] = {}
+    for name in param_files(nb, column):
+        try:
+            t = static_claims(nb, name)
+        except Exception as err:  # noqa: BLE001 - a broken parameter file is named, the page still builds
+            print(f"claims: {nb} at {name}: cannot list its claims ({err})", file=sys.stderr)
+            t = None
+        if t is not None:
+            listings[name] = t
+    claims: dict[str, Claim] = {}
+    source: dict[str, str] = {}
+    for name, t in listings.items():  # a claim comes from the file where it applies (a data-set variant)
+        for c in t:
+            if c.id not in claims or (c.applies and not claims[c.id].applies):
+                claims[c.id], source[c.id] = c, name
+    rows: dict[str, Row] = {}
+    used: list[tuple[str, dict]] = []
+    judged: dict[str, tuple[dict, dict[str, Judgement], bool, bool]] = {}
+    for name in listings:
+        saved = saved_table(nb, name)
+        if saved is None:
+            continue
+        ok = of_params(saved, nb, name)
+        judgements = ClaimsTable.from_dict(saved, listing=listings[name]).judgements() if ok else {}
+        judged[name] = (saved, judgements, ok, is_stale(saved, nb))
+        if ok:
+            used.append((name, saved))
+    for cid, c in claims.items():
+        name = source[cid]
+        if name not in judged:
+            rows[cid] = Row(nb, cid, c.expect.kind, "not run", name)
+            continue
+        saved, judgements, ok, stale = judged[name]
+        entry = saved["by_id"].get(cid)
+        if entry is None:
+            rows[cid] = Row(nb, cid, c.expect.kind, "not run", name)
+        elif not ok:
+            rows[cid] = Row(nb, cid, c.expect.kind, "other parameters", name)
+        else:
+            m = entry.get("measured")
+            measured = Estimate.from_dict(m) if isinstance(m, dict) and "seeds" in m else m
+            rows[cid] = Row(nb, cid, c.expect.kind, "judged", name, judgements[cid], measured,
+                            entry.get("measured_text") or "", stale)
+    return claims, rows, used
+
+
+def page_rows(notebooks: Iterable[str] | None = None) -> PageRows:
+    """The listing, the judged rows of every column and the tables they come from (computed once per write)."""
+    names = list(notebooks) if notebooks is not None else notebook_names()
+    listing: dict[str, list[tuple[str, Claim]]] = {}
+    rows: dict[str, dict[tuple[str, str], Row]] = {c: {} for c in COLUMNS}
+    tables: dict[str, dict[str, list[tuple[str, dict]]]] = {c: {} for c in COLUMNS}
+    for nb in names:
+        seen: dict[str, Claim] = {}
+        per: dict[str, tuple[dict[str, Claim], dict[str, Row]]] = {}
+        for column in COLUMNS:
+            claims, crow, used = _judge_column(nb, column)
+            per[column] = (claims, crow)
+            tables[column][nb] = used
+            for cid, c in claims.items():
+                seen.setdefault(cid, c)
+        if not seen:
+            continue
+        listing[nb] = list(seen.items())
+        for column in COLUMNS:
+            claims, crow = per[column]
+            for cid, c in seen.items():
+                rows[column][(nb, cid)] = crow.get(cid) or Row(nb, cid, c.expect.kind, "not at this scale")
+    return listing, rows, tables
+
+
+# -- counts and summaries -----------------------------------------------------------------------------------
+def _paper_of(notebook: str) -> str:
+    return SEED_OF.get(notebook[:2], "-")
+
+
+# the papers, by the seed each notebook reproduces (claim_registry.SEED_OF); notebook 90 reproduces none
+PAPER_NAMES = {"000": "000 On Episodes (NCA vs PN/MN)", "001": "001 BECLR", "002": "002 SPE",
+               "003": "003 Set2Model", "004": "004 InfoPatch", "-": "- your data (notebook 90)"}
+KEY_FIGURES = ("verdicts_by_paper.png", "directional_effects.png")  # under figures/key/, by ./study claims
+
+
+def key_figures_dir() -> Path:
+    """``figures/key/``: the few small figures ``./study claims`` makes from the claims tables (tracked)."""
+    return project_root() / "figures" / "key"
+
+
+def _canonical(listing: dict[str, list[tuple[str, Claim]]], rows: dict[tuple[str, str], Row]
+               ) -> list[tuple[str, str, Claim, Row, str]]:
+    """``(notebook, id, claim, row, evidence)`` of every claim of the column counted once (aliases and claims
+    that do not exist at this scale left out)."""
+    out = []
+    for nb, claims in listing.items():
+        for cid, c in claims:
+            m = meta(nb, cid, c.expect.kind)
+            r = rows[(nb, cid)]
+            if not m.alias_of and r.counted:
+                out.append((nb, cid, c, r, m.evidence))
+    return out
+
+
+def _counts_table(groups: list[tuple[str, dict[str, int]]], extra: str = "") -> list[str]:
+    out = [f"| {extra or 'group'} | " + " | ".join(VERDICTS) + " | total |",
+           "| --- | " + " | ".join("---" for _ in VERDICTS) + " | --- |"]
+    for name, c in groups:
+        out.append(f"| {name} | " + " | ".join(str(c.get(v, 0)) for v in VERDICTS) + f" | {sum(c.values())} |")
+    return out
+
+
+def _by_kind(listing: dict[str, list[tuple[str, Claim]]], rows: dict[tuple[str, str], Row]) -> list[str]:
+    """Counts of the claims by kind of evidence and verdict (aliases once; only claims of this scale)."""
+    counts = {k: {v: 0 for v in VERDICTS} for k in EVIDENCE}
+    for _, _, _, r, evidence in _canonical(listing, rows):
+        counts[evidence][r.verdict] += 1
+    total = {v: sum(counts[k][v] for k in EVIDENCE) for v in VERDICTS}
+    return _counts_table([(k, counts[k]) for k in EVIDENCE] + [("all", total)], "kind of evidence")
+
+
+def _by_paper(listing: dict[str, list[tuple[str, Claim]]], rows: dict[tuple[str, str], Row]) -> list[str]:
+    """Counts of the paper claims (aliases once) by paper and verdict."""
+    counts: dict[str, dict[str, int]] = {}
+    for nb, _, _, r, evidence in _canonical(listing, rows):
+        if evidence == PAPER_EVIDENCE:
+            counts.setdefault(_paper_of(nb), {v: 0 for v in VERDICTS})[r.verdict] += 1
+    return _counts_table([(PAPER_NAMES.get(s, s), counts[s]) for s in sorted(counts, key=lambda k: (k == "-", k))],
+                         "paper (paper claims only)")
+
+
+def _decided(listing: dict[str, list[tuple[str, Claim]]], rows: dict[tuple[str, str], Row]) -> list[str]:
+    """The paper claims a column decided, with the measured effect, p, adjusted p and seeds."""
+    out = ["| paper | notebook | claim | measured (95% CI over seeds) | p / p_adj | verdict |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    for nb, cid, c, r, evidence in _canonical(listing, rows):
+        if evidence != PAPER_EVIDENCE or r.verdict not in DECISIVE:
+            continue
+        j = r.judgement
+        note = meta(nb, cid, c.expect.kind).why_not_reproduced if r.verdict == NOT_REPRODUCED else ""
+        cells = [PAPER_NAMES.get(_paper_of(nb), "-"), nb, c.claim, r.measured_text or "-",
+                 f"{_fmt_p(j.p)} / {_fmt_p(j.p_adj)}" if j.p is not None else "-",
+                 f"**{j.label}**" + (f": {note}" if note else "")]
+        out.append("| " + " | ".join(x.replace("|", "/") for x in cells) + " |")
+    return out if len(out) > 2 else out + ["| - | - | none | - | - | - |"]
+
+
+def _marginal(listing: dict[str, list[tuple[str, Claim]]], rows: dict[tuple[str, str], Row]) -> list[str]:
+    """The paper claims whose adjusted p lies between the decisive and the marginal level: leads."""
+    out = ["| paper | notebook | claim | measured (95% CI over seeds), p_adj | direction |",
+           "| --- | --- | --- | --- | --- |"]
+    for nb, cid, c, r, evidence in _canonical(listing, rows):
+        j = r.judgement
+        if (evidence != PAPER_EVIDENCE or r.status != "judged" or r.stale or j is None
+                or not j.label.endswith("(marginal)")):
+            continue
+        e = r.estimate()
+        side = ("as the paper says" if e is not None and (e.value > 0) == (c.expect.kind != "less")
+                else "against the paper")
+        cells = [PAPER_NAMES.get(_paper_of(nb), "-"), nb, c.claim, f"{r.measured_text}, p_adj = {_fmt_p(j.p_adj)}",
+                 side]
+        out.append("| " + " | ".join(x.replace("|", "/") for x in cells) + " |")
+    return out if len(out) > 2 else out + ["| - | - | none | - | - |"]
+
+
+VERDICT_WORDS = (
+    "**Verdict words.** *reproduced*: the test the claim states decided in the paper's favour (family-adjusted "
+    f"p <= {DECIDE_ALPHA:g}). *not reproduced*: it decided against the paper: the effect is *reversed*, shows *no "
+    "effect* (its interval lies inside the claim's no-effect band), is worse than a non-inferiority margin, or a "
+    "number lies outside the paper's margin. *inconclusive*: measured, but neither outcome is shown (*marginal*: "
+    f"{DECIDE_ALPHA:g} < p_adj <= {MARGINAL_ALPHA:g}). *not tested*: this scale cannot test the claim (it needs "
+    "the paper's data or another configuration), it ran with one seed, or a regime check failed (the trained "
+    "model did not reach the regime the claim is about); the reason is on its row. *not run*: the scale has the "
+    "claim but no current table of it (never run here, or made by older code: *stale*). Claims that do not exist "
+    "at a scale are not counted there.")
+
+
+def _rules() -> str:
+    return (
+        "Verdicts follow `studylib/evaluation/verdicts.py`; each cell is the notebook's own judgement, recomputed "
+        "from its saved table by the same function. **Tests that decide both ways.** Each claim is a pair of t-tests "
+        "over training seeds (the seed spread floored at each seed's own measurement noise): a directional claim "
+        "(\"A beats B\") has the **two-sided** difference test (two-sided because a result on either side is a "
+        "finding: \"reversed\") and a no-effect equivalence test against its band ±delta (stated per claim where "
+        f"the paper implies one, otherwise ±{DEFAULT_DELTA * 100:g} pt for accuracies); a \"competitive\" claim "
+        "is a one-sided non-inferiority test against its margin; a \"matches the paper\" claim an equivalence "
+        "test against its margin, with the opposite test for \"outside\". **A family fixed in advance.** A claim's "
+        "family is its notebook's table at that scale's parameter file: every claim it lists that applies, "
+        "measured or not (unmeasured ones count with p = 1), so no other notebook's table, and nothing run later, "
+        "changes a claim's adjusted p. The contrasts of a notebook share runs, so no independence is assumed: "
+        "p_adj is Holm's step-down over the family's tests (valid under any dependence), with Shaffer's bound "
+        "(a claim's two null hypotheses cannot both be true, so no step counts more than the claims left). "
+        f"**Decisive** at p_adj <= {DECIDE_ALPHA:g} (the stability rule: at 5%, a 1-thread and a 2-thread run "
+        "of the study disagreed on many verdicts). " + VERDICT_WORDS + " Measured effects are in points (percent) "
+        "with 95% intervals over training seeds; each training seed is evaluated on episodes of its own (the "
+        "methods of a seed share them, so differences are paired). **Kinds of evidence** "
+        "(`studylib/experiments/claim_registry.py`): paper claim; implementation check (a formula or a count); "
+        "proxy (a stated stand-in for the paper's setting); the study's own. Claims that measure the same thing "
+        "appear once in the counts; their other rows say \"alias of\". A table counts only when made with its "
+        "parameter file itself and by today's code (its code version, `studylib/provenance.py`).")
+
+
+def summary_markdown(notebooks: Iterable[str] | None = None, rows: PageRows | None = None) -> str:
+    """Every claim of every notebook with its kind of evidence and one cell per scale column; counts first."""
+    listing, judged, _ = rows or page_rows(notebooks)
+    out = ["# Claims of the study", "",
+           "Generated by `./study claims` from the saved claims tables (`<cache>/claims/`, else the committed "
+           "`params/<notebook>/<name>.claims.json`). Nothing here is typed by hand.", "", _rules(), ""]
+    for column in COLUMNS:
+        out += [f"## Counts at the {column} scale (claims of that scale, aliases once)", "",
+                *_by_kind(listing, judged[column]), ""]
+    for nb, claims in listing.items():
+        out += [f"## {nb}", "", "| claim | kind | source | paper | test | " + " | ".join(COLUMNS) + " |",
+                "| --- | --- | --- | --- | --- | " + " | ".join("---" for _ in COLUMNS) + " |"]
+        for cid, c in claims:
+            m = meta(nb, cid, c.expect.kind)
+            kind = m.evidence + (f"; alias of `{m.alias_of}`" if m.alias_of else "")
+            source = m.source or c.source
+            cites = "; ".join(dict.fromkeys(ct.text() for ct in m.citations))  # each source once
+            if cites:
+                source += f" [{cites}]"
+            test = next((judged_claim.test for col in reversed(COLUMNS)
+                         for judged_claim in [_claim_at(nb, cid, col)] if judged_claim is not None), c.test)
+            cells = [c.claim, kind, source, m.paper or c.paper or "-", test,
+                     *(judged[col][(nb, cid)].cell() for col in COLUMNS)]
+            out.append("| " + " | ".join(s.replace("|", "/") for s in cells) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+def _claim_at(nb: str, cid: str, column: str) -> Claim | None:
+    """The claim ``cid`` as the smallest scale that has it states its test (the test text of each scale's own
+    parameters: a claim about d = 512 at paper scale is described as paper.yaml measures it)."""
+    for name in param_files(nb, column):
+        try:
+            t = static_claims(nb, name)
+        except Exception:  # noqa: BLE001 - named by page_rows already
+            continue
+        if t is not None and cid in {c.id for c in t}:
+            return t[cid]
+    return None
+
+
+def _lead(tables: dict[str, dict[str, list]]) -> str:
+    """The column the README leads with: evidence once any evidence table is counted, else smoke."""
+    return "evidence" if any(tables["evidence"].values()) else "smoke"
+
+
+def _scale_sentence(column: str, judged: dict[str, dict[tuple[str, str], Row]], tables: dict) -> str:
+    seeds = sorted({e.n_seeds for r in judged[column].values() if r.verdict != NOT_RUN and (e := r.estimate())})
+    seeds_text = f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else (str(seeds[0]) if seeds else "no")
+    made = [nb for nb, used in tables[column].items() if used]
+    stale = sorted({nb for r in judged[column].values() if r.stale for nb in [r.notebook]})
+    stale_text = f" Stale tables (made by older code, not counted): {', '.join(stale)}." if stale else ""
+    return f"{len(made)} notebooks' tables; {seeds_text} training seeds per estimate.{stale_text}"
+
+
+def readme_summary(notebooks: Iterable[str] | None = None, rows: PageRows | None = None) -> str:
+    """The README's "What we found": the scale it leads with and why, verdict words, counts by paper and kind,
+    the decided and marginal paper claims, the other scales beside, and the key figures."""
+    listing, judged, tables = rows or page_rows(notebooks)
+    lead = _lead(tables)
+    others = [c for c in COLUMNS if c != lead]
+    figs = " · ".join(f"[`figures/key/{n}`](figures/key/{n})" for n in KEY_FIGURES)
+    where = {
+        "smoke": "the **smoke** scale: small generated stand-in data sets embedded in the repository (glyphs and "
+                 "synthetic images, not the papers' Omniglot, miniImageNet or ImageNet), CPU-sized networks trained "
+                 "for minutes",
+        "evidence": "the **evidence** scale: the smoke scale's data and networks (and, for the Omniglot papers, a "
+                    "real Omniglot subset split by alphabet), trained long enough to pass each notebook's regime "
+                    "checks, with the training seeds a power analysis asks for; about an hour on two CPU cores",
+    }[lead]
+    decided = sum(1 for *_, r, e in _canonical(listing, judged[lead]) if e == PAPER_EVIDENCE and r.verdict in DECISIVE)
+    few = ("" if decided >= 10 else
+           " Little is decided: a claim is decided only when its family-adjusted p reaches 1%, which small effects "
+           "need many seeds for; the seeds each claim needs are on the claims page (`./study power`).")
+    beside = []
+    for col in others:
+        beside += [f"**{col.capitalize()} scale.** {_scale_sentence(col, judged, tables)}", "",
+                   *_by_kind(listing, judged[col]), ""]
+    return "\n".join([
+        "## What we found", "",
+        f"**Where these verdicts come from:** {where}; {_scale_sentence(lead, judged, tables)} They say whether a "
+        f"paper's effect shows up in this setting, not whether its published numbers hold. {decided} paper claims "
+        f"are decided at this scale.{few}", "",
+        VERDICT_WORDS, "",
+        f"**By paper** ({lead} scale; paper claims only, aliases once):", "", *_by_paper(listing, judged[lead]), "",
+        f"**Paper claims the {lead} runs decided:**", "", *_decided(listing, judged[lead]), "",
+        f"**Marginal** ({DECIDE_ALPHA:g} < p_adj <= {MARGINAL_ALPHA:g}: leads, not findings):", "",
+        *_marginal(listing, judged[lead]), "",
+        f"**By kind of evidence** ({lead} scale):", "", *_by_kind(listing, judged[lead]), "",
+        *beside,
+        f"![Verdicts by paper](figures/key/{KEY_FIGURES[0]})", "",
+        f"Key figures (made by `./study claims` from the same tables): {figs}. Every claim, with its p and "
+        "adjusted p at every scale: [`figures/claims.md`](figures/claims.md) (generated by `./study claims`)."])
+
+
+def write_key_figures(notebooks: Iterable[str] | None = None, out: Path | None = None,
+                      rows: PageRows | None = None) -> list[Path]:
+    """``figures/key/verdicts_by_paper.png`` (the verdicts of every claim of the README's lead scale, by paper)
+    and ``directional_effects.png`` (every measured directional claim's effect toward the paper divided by the
+    half-width of its 95% interval over seeds, by paper: beyond ±1 the interval excludes 0). Small PNGs (about
+    100 dpi) without timestamps, so re-running on unchanged tables changes nothing."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    listing, judged, tables = rows or page_rows(notebooks)
+    lead = _lead(tables)
+    canon = _canonical(listing, judged[lead])
+    out = out or key_figures_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    papers = sorted({_paper_of(nb) for nb, *_ in canon}, key=lambda k: (k == "-", k))
+    colours = {"reproduced": "#2a9d8f", "not reproduced": "#e76f51", "inconclusive": "#e9c46a",
+               "not tested": "#a8a8a8", "not run": "#dddddd"}
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(papers) + 1.4), dpi=100)
+    left = [0] * len(papers)
+    for v in VERDICTS:
+        n = [sum(1 for nb, _, _, r, _ in canon if _paper_of(nb) == p and r.verdict == v) for p in papers]
+        ax.barh(range(len(papers)), n, left=left, color=colours.get(v, "#888888"), label=v)
+        left = [a + b for a, b in zip(left, n)]
+    ax.set_yticks(range(len(papers)), [PAPER_NAMES.get(p, p) for p in papers])
+    ax.invert_yaxis()
+    ax.set_xlabel("claims (aliases once)")
+    ax.set_title(f"Verdicts by paper, {lead} scale", fontsize=9)
+    ax.legend(ncol=3, fontsize=7, loc="lower right")
+    fig.tight_layout()
+    paths = [out / KEY_FIGURES[0]]
+    fig.savefig(paths[0], metadata={"Software": None})
+    plt.close(fig)
+    pts = []
+    for nb, cid, c, r, _ in canon:
+        e = r.estimate()
+        if c.expect.kind in ("greater", "less") and e is not None and e.ci95 > 0 and math.isfinite(e.value):
+            sign = 1 if c.expect.kind == "greater" else -1
+            pts.append((_paper_of(nb), sign * e.value / e.ci95, r.verdict))
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(papers) + 1.4), dpi=100)
+    for i, p in enumerate(papers):
+        xs = [min(max(z, -8), 8) for q, z, _ in pts if q == p]
+        cs = [colours.get(v, "#888888") for q, _, v in pts if q == p]
+        ax.scatter(xs, [i + 0.25 * ((k % 5) - 2) / 2 for k in range(len(xs))], c=cs, s=14, edgecolors="none")
+    for x in (-1, 1):
+        ax.axvline(x, color="#555555", lw=0.6, ls="--")
+    ax.axvline(0, color="#000000", lw=0.6)
+    for v in VERDICTS[:4]:
+        ax.scatter([], [], c=colours[v], s=14, label=v)
+    ax.legend(fontsize=7, loc="lower left")
+    ax.set_yticks(range(len(papers)), [PAPER_NAMES.get(p, p) for p in papers])
+    ax.invert_yaxis()
+    ax.set_xlabel("effect toward the paper / half-width of its 95% CI over seeds (clipped at ±8)", fontsize=8)
+    ax.set_title(f"Directional claims, {lead} scale: beyond +1 the CI excludes 0 the paper's way", fontsize=9)
+    fig.tight_layout()
+    paths.append(out / KEY_FIGURES[1])
+    fig.savefig(paths[1], metadata={"Software": None})
+    plt.close(fig)
+    return paths
+
+
+def write_summary(path: str | Path | None = None, readme: bool | None = None) -> Path:
+    """Write the page (default: the tracked ``figures/claims.md``, whose README section and key figures are then
+    rewritten too; a run writes ``out/claims.md`` instead and leaves the tracked files alone)."""
+    tracked = project_root() / "figures" / "claims.md"
+    path = Path(path) if path is not None else tracked
+    rows = page_rows()
+    atomic_write_text(path, summary_markdown(rows=rows) + "\n")
+    if readme if readme is not None else path.resolve() == tracked.resolve():
+        write_key_figures(rows=rows)
+        write_readme_summary(rows=rows)
+    return path
+
+
+def write_readme_summary(readme: Path | None = None, rows: PageRows | None = None) -> Path:
+    """Replace the text between the README's ``claims-summary`` markers with :func:`readme_summary`."""
+    readme = readme or project_root() / "README.md"
+    text = readme.read_text()
+    if SUMMARY_START not in text or SUMMARY_END not in text:
+        raise ValueError(f"{readme} has no {SUMMARY_START} ... {SUMMARY_END} markers to write the summary between")
+    head, rest = text.split(SUMMARY_START, 1)
+    _, tail = rest.split(SUMMARY_END, 1)
+    atomic_write_text(readme, f"{head}{SUMMARY_START}\n{readme_summary(rows=rows)}\n{SUMMARY_END}{tail}")
+    return readme
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m studylib.experiments.claims",
+                                 description="Write the study's page of claims, or commit a scale's tables.")
+    ap.add_argument("--out", help="write the page here instead of the tracked figures/claims.md (and README)")
+    ap.add_argument("--save", metavar="SCALE", help="copy <cache>/claims/NB/NAME.json to params/NB/NAME.claims.json "
+                    "for the notebooks named (NAME: the scale's parameter file and its variants), then rebuild the "
+                    "tracked page")
+    ap.add_argument("notebooks", nargs="*")
+    args = ap.parse_args(argv)
+    if args.save:
+        from studylib.notebooks import resolve
+        try:
+            written = save_committed(args.save, [resolve(n) for n in args.notebooks])
+        except ValueError as err:  # a missing, overridden or stale table: the message says what to run
+            sys.exit(f"claims: {err}")
+        for dst in written:
+            print(f"claims: wrote {dst}")
+    elif args.notebooks:
+        ap.error("notebooks are named only with --save")
+    print(f"claims: wrote {write_summary(args.out)}")

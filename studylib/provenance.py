@@ -1,0 +1,136 @@
+"""Where a result came from: the commit, and a version of the code that made its numbers (issue 27, item 6).
+
+A committed claims table records the git commit it was made at and :func:`code_version`: a hash of the code its
+notebook runs, the experiment module and every ``studylib`` module it imports, directly or not. The hash is
+taken over each module's syntax tree with docstrings removed (``ast.dump``), so comments, docstrings and
+formatting do not change it; any change to what the code does does. The modules that judge, present or check
+numbers without making them (:data:`NOT_NUMBERS`: the verdict rules, the claims tables and page, the claim
+registry, the reference check, the pre-flight, progress lines) are left out, so a change of a rule re-judges the
+stored numbers instead of marking them stale. The claims page marks a table whose code version differs from
+today's as *stale*: its numbers were made by other code.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import subprocess
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent
+NOT_NUMBERS = frozenset(f"studylib.{m}" for m in (
+    "evaluation.verdicts", "experiments.claims", "experiments.claims_page", "experiments.claim_registry",
+    "experiments.reference", "experiments.power", "provenance", "preflight", "progress", "notebooks"))
+
+
+def _module_path(name: str) -> Path | None:
+    """The source file of a ``studylib`` module name (a package's ``__init__.py``), or None."""
+    parts = name.split(".")[1:]
+    if not parts:
+        return PACKAGE / "__init__.py"
+    rel = Path(*parts)
+    for cand in (PACKAGE / rel.with_suffix(".py"), PACKAGE / rel / "__init__.py"):
+        if cand.is_file():
+            return cand
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _tree(path: Path, mtime: float) -> ast.Module:
+    """The module's syntax tree without docstrings (parsed once per process and file version)."""
+    return _strip_docstrings(ast.parse(path.read_text()))
+
+
+def _statements(body: list[ast.stmt]):
+    """Every statement of a body, nested bodies included (imports are statements: no expression is walked)."""
+    for node in body:
+        yield node
+        for attr in ("body", "orelse", "finalbody"):
+            yield from _statements(getattr(node, attr, []) or [])
+        for h in getattr(node, "handlers", []) or []:
+            yield from _statements(h.body)
+
+
+def _imports(path: Path, name: str) -> set[str]:
+    """The ``studylib`` modules a module imports (at any depth of its body, relative imports resolved)."""
+    return set(_imports_cached(path, name, path.stat().st_mtime))
+
+
+@functools.lru_cache(maxsize=None)
+def _imports_cached(path: Path, name: str, mtime: float) -> frozenset[str]:
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    out: set[str] = set()
+    for node in _statements(_tree(path, mtime).body):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.split(".")[0] == "studylib")
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+            if base.split(".")[0] != "studylib":
+                continue
+            out.add(base)
+            out.update(f"{base}.{a.name}" for a in node.names)  # `from studylib.x import module`
+    # a module's parent packages run first on import
+    for mod in list(out):
+        parts = mod.split(".")
+        out.update(".".join(parts[:i]) for i in range(1, len(parts)))
+    return frozenset(m for m in out if _module_path(m) is not None)
+
+
+def _strip_docstrings(tree: ast.Module) -> ast.Module:
+    for node in [tree, *_statements(tree.body)]:
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = getattr(node, "body", [])
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+@functools.lru_cache(maxsize=None)
+def _module_digest(path: Path, mtime: float) -> str:
+    return hashlib.sha256(ast.dump(_tree(path, mtime), annotate_fields=False).encode()).hexdigest()
+
+
+def closure(module: str) -> list[str]:
+    """Every ``studylib`` module ``module`` imports, directly or not, with itself, sorted (those of
+    :data:`NOT_NUMBERS` left out, and not followed)."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        m = todo.pop()
+        if m in seen or (m in NOT_NUMBERS and m != module):
+            continue
+        path = _module_path(m)
+        if path is None:
+            continue
+        seen.add(m)
+        todo.extend(_imports(path, m) - seen)
+    return sorted(seen)
+
+
+def code_version(module: str) -> str:
+    """A 16-hex-digit hash of the code ``module`` runs (the module docstring): changes with what the code does,
+    not with its comments, docstrings or layout."""
+    h = hashlib.sha256()
+    for m in closure(module):
+        path = _module_path(m)
+        assert path is not None
+        h.update(f"{m}:{_module_digest(path, path.stat().st_mtime)}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def git_commit(root: Path | None = None) -> str | None:
+    """The checkout's commit, with ``+dirty`` when ``studylib/`` has uncommitted changes; None outside git."""
+    root = root or PACKAGE.parent
+    try:
+        rev = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "studylib"],
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return rev + ("+dirty" if dirty else "")
