@@ -161,3 +161,55 @@ def test_strip_injected_parameters_removes_only_that_cell(tmp_path):
     expected = {**nb, "cells": [cells[0], cells[2]]}
     assert path.read_text(encoding="utf-8") == json.dumps(expected, indent=1, sort_keys=True, ensure_ascii=False)
     assert not notebooks.strip_injected_parameters(path)  # nothing left to strip: unchanged
+
+
+FAKE_RUN = """#!/usr/bin/env bash
+# papermill as ./study run calls it: --cwd DIR INPUT OUTPUT ...; logs its start and end, fails for FAIL_NB
+name=$(basename "$3" .ipynb)
+echo "start $name $(date +%s.%N)" >> "$FAKE_LOG"
+# with FAKE_WAIT, wait (at most 120 s) until another notebook has started: only a side-by-side run gets one
+for _ in $(seq 1200); do
+    [ -n "$FAKE_WAIT" ] && [ "$(grep -c '^start' "$FAKE_LOG")" -lt 2 ] || break
+    sleep 0.1
+done
+echo "end $name $(date +%s.%N)" >> "$FAKE_LOG"
+[ "$name" != "$FAIL_NB" ] || { echo "boom in $name"; exit 1; }
+cp "$3" "$4"
+"""
+
+
+def test_run_jobs_runs_notebooks_side_by_side_and_names_each_line(repo, tmp_path):
+    """``./study run --jobs 2`` (the evidence scale's default) runs two notebooks at a time (each fake papermill
+    waits for the other to start), each output line prefixed with its notebook, and fails when one fails."""
+    jobs, overlap = "2", True
+    import shutil
+    root = tmp_path / "repo"
+    nbs = ("00_quickstart", "13_infopatch")
+    for nb in nbs:
+        (root / "params" / nb).mkdir(parents=True)
+        shutil.copy2(repo / "params" / nb / "smoke.yaml", root / "params" / nb / "smoke.yaml")
+    (root / "notebooks").mkdir()
+    for f in ("study", "pyproject.toml", *(f"notebooks/{nb}.ipynb" for nb in nbs)):
+        shutil.copy2(repo / f, root / f)
+    (root / ".venv").symlink_to((repo / ".venv").resolve())
+    fake = tmp_path / "papermill"
+    fake.write_text(FAKE_RUN)
+    fake.chmod(0o755)
+    log = tmp_path / "log.txt"
+    env = _env(STUDYLIB_PAPERMILL=str(fake), FAKE_LOG=str(log), FAIL_NB="13_infopatch",
+               STUDYLIB_CACHE=str(tmp_path / "cache"), FAKE_WAIT="1" if overlap else "")
+    out = subprocess.run([str(root / "study"), "run", "--jobs", jobs, *nbs], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 1, out.stderr  # 13 failed
+    times = {}
+    for line in log.read_text().split("\n"):
+        if line:
+            what, nb, t = line.split()
+            times[(what, nb)] = float(t)
+    side_by_side = times[("start", nbs[1])] < times[("end", nbs[0])]
+    assert side_by_side == overlap  # one after the other: the first ended before the second started
+    if jobs == "2":
+        assert "[13_infopatch] study: 13_infopatch FAILED" in out.stderr
+        assert "[00_quickstart] study: 00_quickstart done" in out.stderr
+    bad = subprocess.run([str(root / "study"), "run", "--jobs", "0", nbs[0]], env=env, capture_output=True, text=True)
+    assert bad.returncode == 2 and "--jobs needs a whole number" in bad.stderr
