@@ -5,7 +5,8 @@ NCA's only batch hyperparameter is ``b``; an episode of the same batch size also
 PN models (and NCA, in the PN panels) are evaluated with the nearest centroid, MN models (and NCA, in the MN
 panels) with soft assignment. Every model is trained once per seed of ``p.seeds``; every estimate is a mean
 over the seeds with Student's t interval (:mod:`studylib.evaluation.stats`), differences are paired on the
-evaluation episodes that all models share (drawn from seed 0), and the verdicts follow
+evaluation episodes that the models of a training seed share (each seed draws its own:
+:func:`~studylib.evaluation.episode_seed`), and the verdicts follow
 :mod:`studylib.evaluation.verdicts`.
 """
 

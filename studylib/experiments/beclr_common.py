@@ -98,8 +98,9 @@ class BeclrParams(DataParams):
     opta_passes_1shot: int = param(5, ge=0, help="OpTA passes delta for 1-shot (authors: 5)")
     opta_passes_kshot: int = param(1, ge=0, help="OpTA passes delta for more shots (authors: 1)")
     opta_epsilon: float = param(0.05, gt=0, help="Sinkhorn epsilon of OpTA on the max-normalised cost")
-    seeds: list[int] = param([0, 1, 2], help="training seeds (one pretraining per seed; evaluation episodes are "
-                                             "drawn from seed 0 for every one, so differences are paired)",
+    seeds: list[int] = param([0, 1, 2], help="training seeds (one pretraining per seed; each seed draws its own "
+                                             "evaluation episodes, shared by the runs of that seed, so "
+                                             "differences are paired)",
                              cut=True)
     device: str = param("auto", help="'auto' (CUDA when present), 'cpu' or 'cuda'")
 

@@ -190,7 +190,8 @@ def claims(p: Params, outcomes: list[Outcome] | None = None) -> ClaimsTable:
                           applies=_paper_setting(p) and s in p.eval_shots, why_not=PAPER_SCALE_WHY))
     for s in (1, 5):
         rows.append(Claim(f"fig5-no-opta-beats-unisiam-{s}shot", f"BECLR without OpTA beats the prior U-FSL art "
-                          f"(UniSiam + dist) in pure pretraining, {s}-shot", "Fig. 5; Table 1 (miniImageNet, RN18)",
+                          f"(UniSiam + dist) in pure pretraining, {s}-shot",
+                          "Fig. 5; Table 1 (miniImageNet, RN18: UniSiam + dist, no OpTA)",
                           f"UniSiam + dist {PAPER_UNISIAM_RN18[s]:.2f}", f"our logreg (no OpTA) accuracy - "
                           f"{PAPER_UNISIAM_RN18[s]:.2f}, {s}-shot", Expectation("greater"),
                           applies=_paper_setting(p) and s in p.eval_shots, why_not=PAPER_SCALE_WHY))

@@ -125,8 +125,9 @@ class ClaimsTable:
         from studylib.experiments.claim_registry import meta
         out = {}
         for c in self.claims:
-            alias = meta(self.notebook, c.id, c.expect.kind).alias_of
-            if alias and alias.split(":")[0] == self.notebook:
+            m = meta(self.notebook, c.id, c.expect.kind)
+            alias = m.alias_of
+            if alias and not m.replication and alias.split(":")[0] == self.notebook:
                 out[c.id] = alias.split(":", 1)[1]
         return out
 

@@ -312,7 +312,8 @@ def summary_markdown(notebooks: Iterable[str] | None = None, rows: PageRows | No
                 "| --- | --- | --- | --- | --- | " + " | ".join("---" for _ in COLUMNS) + " |"]
         for cid, c in claims:
             m = meta(nb, cid, c.expect.kind)
-            kind = m.evidence + (f"; alias of `{m.alias_of}`" if m.alias_of else "")
+            kind = m.evidence + (f"; {'replication' if m.replication else 'alias'} of `{m.alias_of}`"
+                                 if m.alias_of else "")
             source = m.source or c.source
             cites = "; ".join(dict.fromkeys(ct.text() for ct in m.citations))  # each source once
             if cites:

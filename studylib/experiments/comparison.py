@@ -62,7 +62,7 @@ PAPER_TABLE2: dict[str, dict[str, tuple[tuple[float, float], tuple[float, float]
 # of Table 2 (nearest centroid, three data sets, both shots) is 2.51 points (CIFAR-FS 1-shot), so the paper's
 # own pairs all lie within 3 points.
 COMPETITIVE_MARGIN = 0.03
-# A paper-scale accuracy "matches" when its 95% interval lies within 1 point of the paper's (as in 00).
+# A paper-scale accuracy "matches": ours - paper's inside ±1 point (the verdict rule of verdicts.py; as in 00).
 LEVEL_MARGIN = 0.01
 
 

@@ -255,13 +255,14 @@ def claims(p: Params, outcomes: dict[str, list[Outcome]] | None = None,
                           f"{t5[a][i]:.2f} vs {t5[b][i]:.2f}", f"'{a}' - '{b}', {s}-shot, no OpTA, paired episodes",
                           Expectation("greater"), applies=s in p.eval_shots, why_not=f"eval_shots lacks {s}"))
     rows.append(Claim("t5-opta-helps-1shot", "OpTA on top of masking + EMA + DyCE raises 1-shot accuracy",
-                      "Table 5, Sec. 5.2", f"{t5['masking + EMA + DyCE + OpTA'][0]:.2f} vs "
+                      "Table 5 (miniImageNet, ResNet-50), Sec. 5.2", f"{t5['masking + EMA + DyCE + OpTA'][0]:.2f} vs "
                       f"{t5['masking + EMA + DyCE'][0]:.2f}", "OpTA - no OpTA, full model, 1-shot, paired episodes",
                       Expectation("greater"), applies=1 in p.eval_shots, why_not="eval_shots lacks 1"))
     uni = PAPER_TABLE4["UniSiam"]
     for m in ("nca", "pn", "mn"):
         rows.append(Claim(f"t4-opta-helps-{m}", f"OpTA raises the 1-shot accuracy of another pretraining "
-                          f"({m.upper()}, notebook 05)", "Table 4 (miniImageNet)",
+                          f"({m.upper()}: notebook 05's supervised ResNet-12, not Table 4's unsupervised RN18 "
+                          "ones)", "Table 1 and Table 4 (miniImageNet, RN18)",
                           f"e.g. UniSiam {uni[0][0]:.2f} -> {uni[1][0]:.2f}", "OpTA - no OpTA, 1-shot, paired episodes",
                           Expectation("greater"), applies=m in p.table4_methods and 1 in p.eval_shots,
                           why_not="table4_methods does not include it (off at smoke scale: notebook 05's runs "

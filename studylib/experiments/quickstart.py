@@ -71,7 +71,8 @@ def spec_from_params(p: Params, seed: int) -> RunSpec:
                           lr=p.lr, momentum=p.momentum, weight_decay=p.weight_decay, schedule=p.schedule,
                           milestones=list(p.milestones), max_steps=p.max_steps, seed=seed, device=p.device,
                           scale=p.scale),
-        # the evaluation episodes are drawn from seed 0 for every training seed: differences are paired
+        # each training seed draws its own evaluation episodes (episode_seed(0, seed)); the classifiers of a run
+        # share them, so differences between classifiers are paired
         eval=EvalSpec(ways=p.eval_ways, shots=list(p.eval_shots), queries=p.eval_queries,
                       episodes=p.eval_episodes, classifiers=list(p.classifiers), val_episodes=p.val_episodes,
                       seed=0, mean_images=p.eval_mean_images),
@@ -103,7 +104,8 @@ def results_table(p: Params, outcomes: list[Outcome]) -> list[dict[str, Any]]:
 PAPER_TABLE2 = {"mini_imagenet": {1: (62.55, 62.55), 5: (78.27, 76.93)},
                 "cifar_fs": {1: (72.49, 72.49), 5: (85.15, 83.38)},
                 "tiered_imagenet": {1: (68.35, 68.35), 5: (83.20, 81.04)}}
-LEVEL_MARGIN = 0.01  # a paper-scale accuracy "matches" when its 95% interval lies within 1 point of the paper's
+# a paper-scale accuracy "matches": ours - paper's inside ±1 point (the verdict rule of verdicts.py)
+LEVEL_MARGIN = 0.01
 
 
 def claims(p: Params, outcomes: list[Outcome] | None = None) -> ClaimsTable:

@@ -18,8 +18,9 @@ PAPER-NOTES 002):
   tested 1-shot 20-way; one model per training seed (the paper's replications).
 * Table 1: PN against the intersection SPE with 1 training sample, 2-D and 64-D, 1/5-shot x 5/20-way; one
   model per training seed.
-* Every model is tested on the same episodes (drawn from seed 0), so every comparison is a paired difference
-  per seed (:func:`studylib.evaluation.stats.paired_difference`) and every claim's verdict comes from
+* The models of a training seed are tested on the same episodes (each seed draws its own:
+  :func:`~studylib.evaluation.episode_seed`), so every comparison is a paired difference per seed
+  (:func:`studylib.evaluation.stats.paired_difference`) and every claim's verdict comes from
   :mod:`studylib.evaluation.verdicts` over the seeds (:func:`claims`).
 """
 
@@ -190,7 +191,7 @@ def run(p: Params, progress: bool = True) -> Runs:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Evaluation (per-episode accuracies, the same episodes for every model)
+# Evaluation (per-episode accuracies, the same episodes for every model of a training seed)
 # ----------------------------------------------------------------------------------------------------------
 
 def _fig4_acc(p: Params, out: Outcome) -> torch.Tensor:
@@ -282,7 +283,8 @@ def claims(p: Params, runs: Runs | None = None) -> ClaimsTable:
         rows.append(Claim(f"fig4-intersection-beats-naive-s{s}", f"The intersection sampler beats the naive one "
                           f"with s = {s} training sample(s) per query", "Fig. 4",
                           "intersection above naive at every s (2-D SPE, 1-shot 20-way, 5 replications; plot only)",
-                          f"intersection - naive, {p.fig4_shots}-shot {p.fig4_ways}-way, paired episodes and seeds",
+                          f"intersection - naive, s = {s}, {p.fig4_shots}-shot {p.fig4_ways}-way, paired episodes "
+                          "and seeds",
                           Expectation("greater"), applies=applies, why_not="needs both samplers"))
     for cid, d, n, w, exp, text in _table1_rows(p):
         applies = d in p.table_dims and n in p.table_shots and w in p.table_ways

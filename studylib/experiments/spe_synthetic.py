@@ -177,7 +177,7 @@ def spec_from_params(p: Params, seed: int) -> RunSpec:
                           batches_per_epoch=p.batches_per_epoch, optimizer=p.optimizer, lr=p.lr,
                           weight_decay=p.weight_decay, schedule=p.schedule, seed=seed, device=p.device,
                           patience=p.patience, scale=p.scale),
-        # the evaluation episodes are drawn from seed 0 for every training seed
+        # evaluation episodes: each training seed draws its own (spe_common.few_shot_accuracies)
         eval=eval_spec_stub(WAYS, p.shots, p.eval_queries, val_episodes=p.val_episodes if p.val_per_class else 0,
                             episodes=50, seed=0))
 
@@ -215,7 +215,7 @@ def load(outcome: Outcome) -> Trained:
 
 def heldout_accuracies(t: Trained, p: Params) -> torch.Tensor:
     """``[E]`` per-episode accuracy on 4-way ``shots``-shot test episodes (naive sampler, ``eval_samples``),
-    the episodes drawn from seed 0 for every model."""
+    each training seed's own episodes (``episode_seed(0, seed)``)."""
     return few_shot_accuracies(t.outcome, [WAYS], [p.shots], p.eval_queries, p.eval_episodes, "test", 0,
                                p.eval_samples, loaded=(t.method, t.transform, t.dataset))[f"{WAYS}way/{p.shots}shot"]
 

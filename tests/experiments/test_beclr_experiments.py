@@ -183,6 +183,19 @@ def test_opta_helps_1shot_more_needs_a_positive_1shot_gain(monkeypatch, g1, g5, 
     assert table["level-opta-1shot"].verdict == "not tested"
 
 
+def test_gain_1shot_exceeds_5shot_is_its_own_measurement(monkeypatch):
+    """Where OpTA helps 5-shot too (the paper's +0.6), min(gain1 - gain5, gain1) is gain1 - gain5: another number
+    than t1-opta-gain-1shot, so the claim is no alias of it (the smoke runs, where gain5 < 0, read the same)."""
+    from studylib.experiments.claim_registry import REGISTRY
+    p = beclr_pretraining.Params(epochs=2)
+    monkeypatch.setattr(beclr_pretraining, "curves", lambda p, o: _curve((0.10, 0.11, 0.09), (0.01, 0.02, 0.015)))
+    table = beclr_pretraining.claims(p, outcomes=[object()] * 3)
+    exceeds, gain1 = table["t1-gain-1shot-exceeds-5shot"].measured, table["t1-opta-gain-1shot"].measured
+    assert exceeds.value == pytest.approx(gain1.value - 0.015, abs=1e-9) and exceeds.value < gain1.value
+    key = (beclr_pretraining.NOTEBOOK, "t1-gain-1shot-exceeds-5shot")
+    assert key not in REGISTRY or REGISTRY[key].alias_of is None
+
+
 def test_claims_tables_are_static_and_paper_rows_apply_at_paper_scale():
     for m in MODULES:
         smoke = m.claims(load_params(m.Params, m.NOTEBOOK, "smoke"))

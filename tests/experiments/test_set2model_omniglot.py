@@ -47,6 +47,17 @@ def test_static_claims_and_paper_scale_applicability():
     assert not no_avg["s2m-gauss-beats-avg-ft-5way"].applies and no_avg["s2m-gauss-beats-gmm-5way"].applies
 
 
+def test_mann_claim_applies_by_the_5way_evaluation_alone():
+    """MANN has only a 5-way number: its claim applies when 5-way is evaluated, whatever 20-way does (it once
+    took the applicability of the 20-way Siamese claim, the last one computed before it)."""
+    paper = load_params(mod.Params, mod.NOTEBOOK, "paper")
+    only5 = mod.claims(load_params(mod.Params, mod.NOTEBOOK, "paper", eval_ways=[5]))
+    assert only5["t2-s2m-gauss-beats-mann"].applies and not only5["t2-s2m-gauss-similar-to-siamese-20way"].applies
+    only20 = mod.claims(load_params(mod.Params, mod.NOTEBOOK, "paper", eval_ways=[20]))
+    assert not only20["t2-s2m-gauss-beats-mann"].applies and "5-way" in only20["t2-s2m-gauss-beats-mann"].why_not
+    assert mod.claims(paper)["t2-s2m-gauss-beats-mann"].applies
+
+
 def test_effects_are_paired_differences_over_seeds():
     p = mod.Params(seeds=[0, 1])
     g = torch.Generator().manual_seed(0)
