@@ -53,7 +53,7 @@ class Row:
     measured: Estimate | Any = None
     measured_text: str = ""
     stale: bool = False
-    seeds_to_decide: str = ""
+    test: str = ""  # what this scale measures for the claim (its own parameters' text)
 
     @property
     def counted(self) -> bool:
@@ -87,8 +87,8 @@ class Row:
             stats_text = f", {test}p = {_fmt_p(j.p)}, p_adj = {_fmt_p(j.p_adj)}"
         where = f" [{self.table}]" if self.table not in COLUMNS else ""
         stale = " *(stale: made by other code; not counted)*" if self.stale else ""
-        text = f"{self.measured_text}{stats_text} → **{j.label}**{where}{stale}"
-        return text.lstrip(", ") if not self.measured_text else text
+        head = f"{self.measured_text}{stats_text}".lstrip(", ")
+        return (f"{head} → " if head else "") + f"**{j.label}**{where}{stale}"
 
 
 # (listing: {notebook: [(claim id, claim)]}, rows: {column: {(notebook, claim id): Row}}, tables: {column:
@@ -129,19 +129,19 @@ def _judge_column(nb: str, column: str) -> tuple[dict[str, Claim], dict[str, Row
     for cid, c in claims.items():
         name = source[cid]
         if name not in judged:
-            rows[cid] = Row(nb, cid, c.expect.kind, "not run", name)
+            rows[cid] = Row(nb, cid, c.expect.kind, "not run", name, test=c.test)
             continue
         saved, judgements, ok, stale = judged[name]
         entry = saved["by_id"].get(cid)
         if entry is None:
-            rows[cid] = Row(nb, cid, c.expect.kind, "not run", name)
+            rows[cid] = Row(nb, cid, c.expect.kind, "not run", name, test=c.test)
         elif not ok:
-            rows[cid] = Row(nb, cid, c.expect.kind, "other parameters", name)
+            rows[cid] = Row(nb, cid, c.expect.kind, "other parameters", name, test=c.test)
         else:
             m = entry.get("measured")
             measured = Estimate.from_dict(m) if isinstance(m, dict) and "seeds" in m else m
             rows[cid] = Row(nb, cid, c.expect.kind, "judged", name, judgements[cid], measured,
-                            entry.get("measured_text") or "", stale)
+                            entry.get("measured_text") or "", stale, c.test)
     return claims, rows, used
 
 
@@ -318,26 +318,17 @@ def summary_markdown(notebooks: Iterable[str] | None = None, rows: PageRows | No
             cites = "; ".join(dict.fromkeys(ct.text() for ct in m.citations))  # each source once
             if cites:
                 source += f" [{cites}]"
-            test = next((judged_claim.test for col in reversed(COLUMNS)
-                         for judged_claim in [_claim_at(nb, cid, col)] if judged_claim is not None), c.test)
+            # the test as the largest scale that has the claim states it (a claim about d = 512 is described as
+            # paper.yaml measures it); a smaller scale's cell says how it measured the claim where that differs
+            test = next((r.test for col in reversed(COLUMNS) if (r := judged[col][(nb, cid)]).counted), c.test)
             cells = [c.claim, kind, source, m.paper or c.paper or "-", test,
-                     *(judged[col][(nb, cid)].cell() for col in COLUMNS)]
+                     *(judged[col][(nb, cid)].cell() + (f" (tested here as: {judged[col][(nb, cid)].test})"
+                                                        if judged[col][(nb, cid)].counted
+                                                        and judged[col][(nb, cid)].test != test else "")
+                       for col in COLUMNS)]
             out.append("| " + " | ".join(s.replace("|", "/") for s in cells) + " |")
         out.append("")
     return "\n".join(out)
-
-
-def _claim_at(nb: str, cid: str, column: str) -> Claim | None:
-    """The claim ``cid`` as the smallest scale that has it states its test (the test text of each scale's own
-    parameters: a claim about d = 512 at paper scale is described as paper.yaml measures it)."""
-    for name in param_files(nb, column):
-        try:
-            t = static_claims(nb, name)
-        except Exception:  # noqa: BLE001 - named by page_rows already
-            continue
-        if t is not None and cid in {c.id for c in t}:
-            return t[cid]
-    return None
 
 
 def _lead(tables: dict[str, dict[str, list]]) -> str:
