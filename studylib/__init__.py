@@ -6,3 +6,9 @@ Layout: ``data`` (embedded and real data sets, samplers, batched augmentation), 
 """
 
 __version__ = "0.1.0"
+
+import time as _time
+
+# when the library was first imported in this process: a notebook's claims table records the seconds since
+# (studylib.experiments.claims.provenance), the cost the power analysis scales by seeds
+STARTED = _time.monotonic()

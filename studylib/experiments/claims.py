@@ -261,10 +261,15 @@ class ClaimsTable:
 
 
 def provenance(notebook: str) -> dict[str, Any]:
-    """``made_on`` (the machine), ``commit`` and ``code_version`` of a table made now."""
+    """``made_on`` (the machine), ``commit`` and ``code_version`` of a table made now, and ``seconds``: the time
+    since this process imported ``studylib`` (a notebook's whole run, from the kernel's first cell; what the power
+    analysis scales by seeds, meaningful for a run that trained from an empty cache)."""
+    import time
+    import studylib
     from studylib.experiments.reference import made_on
     from studylib.provenance import git_commit
-    return {"made_on": made_on(), "commit": git_commit(), "code_version": code_version(notebook)}
+    return {"made_on": made_on(), "commit": git_commit(), "code_version": code_version(notebook),
+            "seconds": round(time.monotonic() - studylib.STARTED, 1)}
 
 
 def code_version(notebook: str) -> str:

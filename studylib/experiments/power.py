@@ -1,0 +1,237 @@
+"""Seeds to decide: a power analysis of every claim from a pilot table (issue 31), ``./study power``.
+
+For each measured claim of a notebook's saved table (the pilot: the committed smoke table by default, or an
+evidence table), the number of training seeds at which the claim's verdict test (:mod:`verdicts`) reaches 80%
+power, holding the pilot's mean effect and its per-seed spread (floored as the verdict floors it), at the level
+Holm's first step asks of it: ``DECIDE_ALPHA / m``, ``m`` the size of the notebook's family. That level is the
+strictest a claim can meet (later Holm steps are looser), so the seeds are an upper bound in that respect; in
+another they are optimistic: a spread estimated from 3 seeds is itself noisy (at 10 seeds the reviewer measured
+spreads 3-5x the 3-seed pilot's on notebook 13), so a pilot of 3 seeds predicts too few. Re-estimate from the
+evidence run itself (``--pilot evidence``).
+
+The outcome aimed at is the one the pilot points to, whichever needs fewer seeds: for a directional claim the
+two-sided difference test (reproduced or reversed) or the no-effect equivalence test; for ``noninferior`` and
+``within`` claims one of their two tests. A claim whose pilot effect sits near the edge of its band needs
+more seeds than any affordable run (more than :data:`AFFORDABLE`): the page says so.
+
+Powers use the noncentral t distribution (integrated, :func:`_sf`): the difference test ``P(|T| > t_c)``; the one-sided
+tests ``P(T > t_c)``; the equivalence (TOST) test the probability that the mean falls in the band shrunk by ``t_c`` standard errors,
+exact over the seeds' standard deviation (the two one-sided tests share it).
+Cost: the pilot table records its notebook's seconds (a run from an empty cache: ``./study reference``), so a
+seed costs about ``seconds / seeds``; the fixed part (data generation, kernel start) is counted in, which
+overstates the cost of added seeds a little.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from studylib.evaluation.stats import Estimate
+from studylib.evaluation.verdicts import DECIDE_ALPHA, DIRECTIONAL, Claim, Expectation
+
+TARGET_POWER = 0.8
+MAX_SEEDS = 200
+AFFORDABLE = 20  # seeds a notebook can have at the evidence scale (its hour on two cores)
+
+
+def _stats():
+    import scipy.stats  # ~1 s of import: only the power analysis needs it
+    return scipy.stats
+
+
+_GRID = 400  # quantiles of the chi-square variable the noncentral t tails are averaged over
+
+
+def _sf(c: float, dof: int, ncp: float) -> float:
+    """``P(T > c)`` for ``T`` noncentral t with ``dof`` degrees of freedom and noncentrality ``ncp``: the mean of
+    ``Phi(ncp - c sqrt(V / dof))`` over ``V ~ chi2(dof)`` at :data:`_GRID` quantile midpoints. scipy.stats.nct's
+    own tails return NaN for some large noncentralities (seen at ncp ~ 10 on 3 dof), so the power is integrated
+    here; tested against nct where nct is finite."""
+    import numpy as np
+    st = _stats()
+    v = st.chi2.ppf((np.arange(_GRID) + 0.5) / _GRID, dof)
+    return float(np.mean(st.norm.cdf(ncp - c * np.sqrt(v / dof))))
+
+
+def powers(expect: Expectation, value: float, sd: float, n: int, alpha: float, unit: float = 100.0
+           ) -> dict[str, float]:
+    """The power of each of a claim's tests at ``n`` seeds, for a true effect ``value`` and per-seed standard
+    deviation ``sd`` (the effect's unit), each test at level ``alpha`` (module docstring)."""
+    st = _stats()
+    dof = n - 1
+    se = sd / math.sqrt(n)
+    if se <= 0:
+        raise ValueError("a power needs a positive spread")
+    one, two = float(st.t.isf(alpha, dof)), float(st.t.isf(alpha / 2, dof))
+
+    def above(c: float, ncp: float) -> float:  # P(T > c)
+        return _sf(c, dof, ncp)
+
+    def below(c: float, ncp: float) -> float:  # P(T < -c) = P(-T > c), -T noncentral with -ncp
+        return _sf(c, dof, -ncp)
+
+    def tost(bound: float) -> float:
+        # both one-sided tests reject when the mean lies in (-bound + c s / sqrt n, bound - c s / sqrt n), s the
+        # seeds' standard deviation: exact, averaged over s as in _sf (the two tests share s)
+        import numpy as np
+        q = np.sqrt(st.chi2.ppf((np.arange(_GRID) + 0.5) / _GRID, dof) / dof)  # s / sd
+        hi = (bound - one * q * se - value) / se
+        lo = (-bound + one * q * se - value) / se
+        return float(np.mean(np.clip(st.norm.cdf(hi) - st.norm.cdf(lo), 0.0, None)))
+
+    if expect.kind in DIRECTIONAL:
+        ncp = value / se
+        out = {"difference": above(two, ncp) + below(two, ncp)}
+        band = expect.band(unit)
+        if band is not None:
+            out["no effect"] = tost(band)
+        return out
+    m = expect.margin
+    if expect.kind == "noninferior":
+        ncp = (value + m) / se
+        return {"non-inferior": above(one, ncp), "inferior": below(one, ncp)}
+    if expect.kind == "within":
+        return {"inside": tost(m), "outside": above(two, (value - m) / se) + below(two, (value + m) / se)}
+    raise ValueError(f"an {expect.kind!r} claim has no test over seeds")
+
+
+def seeds_needed(expect: Expectation, value: float, sd: float, family: int, unit: float = 100.0,
+                 target: float = TARGET_POWER, max_seeds: int = MAX_SEEDS) -> tuple[int | None, str]:
+    """The fewest seeds (>= 2) at which one of the claim's tests reaches ``target`` power at Holm's first-step
+    level ``DECIDE_ALPHA / family``, and that test's name; ``(None, "")`` when none does by ``max_seeds``."""
+    alpha = DECIDE_ALPHA / max(family, 1)
+    best: tuple[int | None, str] = (None, "")
+    for test in powers(expect, value, sd, 2, alpha, unit):
+        def ok(n: int) -> bool:
+            return powers(expect, value, sd, n, alpha, unit)[test] >= target
+        if not ok(max_seeds):
+            continue
+        lo, hi = 2, max_seeds  # the power of each test grows with n: the first n that reaches the target
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if ok(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        if best[0] is None or lo < best[0]:
+            best = (lo, test)
+    return best
+
+
+@dataclass
+class Need:
+    """What one claim of a pilot table needs."""
+
+    notebook: str
+    id: str
+    kind: str
+    value: float
+    sd: float
+    seeds: int  # the pilot's
+    family: int
+    needed: int | None
+    test: str
+
+    @property
+    def affordable(self) -> bool:
+        return self.needed is not None and self.needed <= AFFORDABLE
+
+    def text(self) -> str:
+        if self.needed is None:
+            return f"> {MAX_SEEDS} (no affordable number)"
+        return f"{self.needed} ({self.test})" + ("" if self.affordable else " (not affordable)")
+
+
+def needs(table: dict[str, Any], listing: Any = None) -> list[Need]:
+    """The seeds each measured claim of a saved table needs (module docstring)."""
+    from studylib.experiments.claims import ClaimsTable
+    t = ClaimsTable.from_dict(table, listing=listing)
+    judged = t.judgements()
+    family = max((j.family for j in judged.values()), default=0)
+    out = []
+    for c in t:
+        e = c.measured
+        if not (c.applies and isinstance(e, Estimate) and e.n_seeds >= 2 and c.expect.kind != "equal"):
+            continue
+        n, test = seeds_needed(c.expect, e.value, e.sd, family, c.unit)
+        out.append(Need(t.notebook, c.id, c.expect.kind, e.value, e.sd, e.n_seeds, family, n, test))
+    return out
+
+
+def level_seeds(claim: Claim, family: int) -> int | None:
+    """Seeds a ``within`` claim against the paper's number needs so that a perfect reproduction (effect 0) passes
+    with 80% power, its per-seed spread taken as the paper's own episode error (the ``±`` of its ``paper``
+    text, a 95% interval over the paper's episodes); None without a stated interval."""
+    m = re.search(r"±\s*([0-9]+(?:\.[0-9]+)?)", claim.paper or "")
+    if claim.expect.kind != "within" or m is None:
+        return None
+    sd = float(m.group(1)) / 1.959963984540054 / claim.unit
+    n, _ = seeds_needed(Expectation("within", margin=claim.expect.margin), 0.0, sd, family, claim.unit)
+    return n
+
+
+def minutes_per_seed(table: dict[str, Any]) -> float | None:
+    """About how many minutes a training seed of the pilot's notebook costs (module docstring)."""
+    seconds = table.get("seconds")
+    seeds = max((len(c["measured"]["seeds"]) for c in table["claims"]
+                 if isinstance(c.get("measured"), dict) and "seeds" in c["measured"]), default=0)
+    if not seconds or not seeds:
+        return None
+    return seconds / 60.0 / seeds
+
+
+def report(notebooks: Iterable[str], pilot: str = "smoke") -> str:
+    """The text of ``./study power``: per notebook, each measured claim's pilot effect, the seeds it needs and
+    the minutes the notebook would take at the seeds its claims need."""
+    from studylib.experiments.claims import saved_table, static_claims
+    lines = []
+    total = decidable = 0
+    for nb in notebooks:
+        table = saved_table(nb, pilot)
+        if table is None:
+            lines.append(f"{nb}: no {pilot} table (run ./study run --scale {pilot} {nb})")
+            continue
+        try:
+            listing = static_claims(nb, pilot)
+        except Exception:  # noqa: BLE001 - the pilot's own stored rules suffice
+            listing = None
+        rows = needs(table, listing)
+        if not rows:
+            continue
+        per = minutes_per_seed(table)
+        want = max((r.needed for r in rows if r.affordable), default=None)
+        cost = f", about {per * want:.0f} min at {want} seeds" if per and want else ""
+        lines.append(f"{nb} ({pilot} pilot: {rows[0].seeds} seeds, family of {rows[0].family}"
+                     + (f", {per:.1f} min per seed" if per else "") + f"{cost}):")
+        width = max(len(r.id) for r in rows)
+        for r in rows:
+            lines.append(f"  {r.id:<{width}}  {r.kind:<11} effect {r.value * 100:+7.2f} sd {r.sd * 100:6.2f}  "
+                         f"seeds to decide: {r.text()}")
+            total += 1
+            decidable += r.affordable
+    lines.append(f"{decidable} of {total} measured claims can be decided with at most {AFFORDABLE} seeds at "
+                 f"{TARGET_POWER:.0%} power (effects in the table's unit x 100; the pilot's spread from few seeds "
+                 "is optimistic: re-estimate from --pilot evidence).")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="./study power", description="Seeds each claim needs to be decided (80% "
+                                 "power under the verdict rules), from a pilot table.")
+    ap.add_argument("notebooks", nargs="*", help="notebooks (default: all)")
+    ap.add_argument("--pilot", default="smoke", help="the saved table to take effects and spreads from: smoke "
+                    "(committed) or evidence")
+    args = ap.parse_args(argv)
+    from studylib.notebooks import resolve
+    from studylib.paths import notebook_names
+    names = [resolve(n) for n in args.notebooks] if args.notebooks else notebook_names()
+    print(report(names, args.pilot))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
