@@ -230,3 +230,21 @@ def test_readme_what_we_found_is_generated_from_the_committed_tables_with_small_
             assert a.format == "PNG" and a.size == b.size
         ignored = subprocess.run(["git", "-C", str(root), "check-ignore", "-q", str(committed)])
         assert ignored.returncode == 1, f"{committed} is ignored by git; it must be tracked"
+
+
+def test_every_committed_evidence_table_matches_todays_evidence_configuration_and_code():
+    """CI does not run the evidence scale (an hour); it checks that what is committed of it is current: each
+    notebook with an evidence parameter file has a committed table made with that file and today's code."""
+    from studylib.paths import notebook_names
+    for nb in notebook_names():
+        for name in C.param_files(nb, "evidence"):
+            listing = C.static_claims(nb, name)  # the evidence configuration is valid and lists its claims
+            assert listing is not None and len(listing) > 0
+            path = C.committed_claims_path(nb, name)
+            assert path.is_file(), f"no committed {path.name}: ./study run --scale evidence {nb}, then " \
+                                   f"./study claims --save evidence {nb}"
+            table = C.load_table_file(path)
+            assert C.of_params(table, nb, name), f"{path} was made with other parameters than {name}.yaml"
+            assert not C.is_stale(table, nb), f"{path} was made by other code (code version " \
+                                              f"{table.get('code_version')} != {C.code_version(nb)}): re-run it"
+            assert {c["id"] for c in table["claims"]} == {c.id for c in listing}
