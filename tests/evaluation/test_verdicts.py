@@ -224,3 +224,19 @@ def test_claim_reports_its_verdict_and_measurement_and_rule_in_the_tables_unit()
     assert "no effect if inside ±1 pts" in v.Expectation("greater").rule(100.0)
     assert "no effect" not in v.Expectation("greater").rule(1.0)
     assert "effect > -3 pts" in v.Expectation("noninferior", margin=0.03).rule(100.0)
+
+
+def test_noninferiority_boundary_is_the_one_sided_test_at_the_adjusted_level():
+    seeds = [-0.010, -0.004, -0.012, -0.006, -0.008]
+    e = over_seeds(seeds)
+    def p_ni(m):
+        return scipy.stats.ttest_1samp(seeds, -m, alternative="greater").pvalue
+    m0 = scipy.optimize.brentq(lambda m: p_ni(m) - 0.01, 0.0081, 0.2)
+    assert one(claim("c", "noninferior", e, margin=m0 * 1.001)).verdict == v.REPRODUCED
+    assert one(claim("c", "noninferior", e, margin=m0 * 0.999)).verdict == v.INCONCLUSIVE
+    # and the other way: worse than the margin at the adjusted level
+    def p_inf(m):
+        return scipy.stats.ttest_1samp(seeds, -m, alternative="less").pvalue
+    m1 = scipy.optimize.brentq(lambda m: p_inf(m) - 0.01, 1e-6, 0.0079)
+    assert one(claim("c", "noninferior", e, margin=m1 * 0.999)).verdict == v.NOT_REPRODUCED
+    assert one(claim("c", "noninferior", e, margin=m1 * 1.001)).verdict == v.INCONCLUSIVE
