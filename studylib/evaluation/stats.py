@@ -78,8 +78,8 @@ class Estimate:
         ci95: half-width of the 95% interval: Student's t over seeds when there are at least two, else the
             episode CI of the one run.
         seeds: the per-seed values, in seed order.
-        episode_ci95: mean over seeds of each seed's CI95 over its episodes (the evaluation noise alone;
-            0 when the values do not come from episodes).
+        episode_ci95: each seed's CI95 over its episodes averaged over seeds as a variance (root mean square;
+            the evaluation noise alone; 0 when the values do not come from episodes).
         episodes: evaluation episodes per seed (0 when not from episodes).
         sd_floor: a stated floor of the per-seed standard deviation for a measure that does not come from
             episodes (a clustering index, an effect size of a fit): the noise one seed's value carries at
@@ -168,7 +168,8 @@ def over_seeds(values: Sequence[float], episode_ci95s: Sequence[float] | None = 
         raise ValueError(f"{len(v)} seed values but {len(ep)} episode CIs")
     if not (math.isfinite(sd_floor) and sd_floor >= 0):
         raise ValueError(f"sd_floor must be a finite number >= 0, got {sd_floor}")
-    ep_mean = float(np.mean(ep)) if ep else 0.0
+    # the seeds' episode errors averaged as variances (root mean square): the floor of one seed's variance
+    ep_mean = float(np.sqrt(np.mean(np.square(ep)))) if ep else 0.0
     est = Estimate(float(np.mean(v)), ep_mean, tuple(v), ep_mean, int(episodes), float(sd_floor))
     if len(v) >= 2:  # Student's t over the seeds, the spread floored (Estimate.sd)
         est = Estimate(est.value, est.halfwidth(0.95), est.seeds, ep_mean, int(episodes), float(sd_floor))
@@ -221,9 +222,11 @@ def combine(fn: Callable[..., float], *estimates: Estimate) -> Estimate:
     ``floor_i^2 = sum_k (dfn/dx_k)^2 floor_k^2`` at the seed's values (central differences), averaged over seeds.
     So a shift ``a - c`` keeps ``a``'s floor, a difference of independent terms adds them in quadrature, a
     linear interpolation weighs its two points, and a minimum takes the floor of the term that is smallest for
-    that seed (not all terms together). Terms measured on the same episodes are positively correlated in
-    practice; treating them as independent overstates the floor of a difference (the conservative side). Stated
-    floors (``sd_floor``) propagate the same way.
+    that seed (not all terms together). The terms are treated as independent: for a difference of terms
+    measured on the same episodes (positively correlated) that overstates the floor, the conservative side; for
+    a sum of such terms it understates it. Stated floors (``sd_floor``) propagate the same way. A claim about
+    *every* one of several effects is not a ``combine`` of a minimum (the mean of a per-seed minimum is biased
+    low: it tests E[min] rather than min E): use :class:`AllOf`.
     """
     n = {e.n_seeds for e in estimates}
     if len(n) != 1:
@@ -245,6 +248,54 @@ def combine(fn: Callable[..., float], *estimates: Estimate) -> Estimate:
         ep_out.append(math.sqrt(sum((g * f) ** 2 for g, f in zip(grad, ep))))
         fl_out.append(math.sqrt(sum((g * f) ** 2 for g, f in zip(grad, fl))))
     return over_seeds(values, ep_out, episodes=max(e.episodes for e in estimates), sd_floor=float(np.mean(fl_out)))
+
+
+@dataclass(frozen=True)
+class AllOf:
+    """Several effects a claim is about together ("DyCE at 30% masking beats 10%, 50% and 70%": one paired
+    difference per other value), judged by :mod:`studylib.evaluation.verdicts` as an intersection-union test:
+    reproduced only if every effect is shown on the paper's side, reversed if any one is shown on the other
+    (Bonferroni over them). The table shows the smallest effect."""
+
+    effects: tuple[Estimate, ...]
+
+    def __post_init__(self) -> None:
+        if not self.effects:
+            raise ValueError("AllOf needs at least one effect")
+        if len({e.n_seeds for e in self.effects}) != 1:
+            raise ValueError("the effects of an AllOf need the same seeds")
+
+    @property
+    def n_seeds(self) -> int:
+        return self.effects[0].n_seeds
+
+    @property
+    def seeds(self) -> tuple[float, ...]:
+        return self.worst.seeds
+
+    @property
+    def worst(self) -> Estimate:
+        """The effect with the smallest mean (what the table shows)."""
+        return min(self.effects, key=lambda e: e.value)
+
+    def fmt(self, scale: float = 100.0, digits: int = 1, signed: bool = False) -> str:
+        return f"smallest of {len(self.effects)}: {self.worst.fmt(scale, digits, signed)}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"all_of": [e.as_dict() for e in self.effects], "seeds": list(self.worst.seeds)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "AllOf":
+        return cls(tuple(Estimate.from_dict(x) for x in d["all_of"]))
+
+
+def measured_from_dict(m: Any) -> Any:
+    """A stored measurement: an :class:`Estimate`, an :class:`AllOf`, or a plain value (an ``equal`` claim's)."""
+    if isinstance(m, dict) and "all_of" in m:
+        return AllOf.from_dict(m)
+    if isinstance(m, dict) and "seeds" in m:
+        return Estimate.from_dict(m)
+    return m
 
 
 def difference(a: Estimate, b: Estimate) -> Estimate:

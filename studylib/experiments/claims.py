@@ -32,7 +32,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from studylib.evaluation.stats import Estimate
+from studylib.evaluation.stats import AllOf, Estimate, measured_from_dict
 from studylib.evaluation.verdicts import (NOT_RUN, NOT_TESTED, VERDICTS, Claim, Expectation, Judgement, Regime,
                                           judge_family)
 from studylib.paths import check_scale, project_root
@@ -204,7 +204,8 @@ class ClaimsTable:
                             "rule": c.expect.rule(c.unit), "kind": c.expect.kind, "margin": c.expect.margin,
                             "delta": c.expect.delta, "expected": c.expect.expected, "unit": c.unit,
                             "signed": c.signed, "applies": c.applies, "why_not": c.why_not,
-                            "measured": c.measured.as_dict() if isinstance(c.measured, Estimate) else c.measured,
+                            "measured": c.measured.as_dict() if isinstance(c.measured, (Estimate, AllOf))
+                            else c.measured, "parts": c.expect.parts,
                             "measured_text": c.measured_text(), "verdict": j[c.id].verdict,
                             "label": j[c.id].label, "why": j[c.id].reason, "test_name": j[c.id].test,
                             "p": j[c.id].p, "p_adj": j[c.id].p_adj} for c in self.claims]}
@@ -221,15 +222,15 @@ class ClaimsTable:
             applies = d.get("applies", d.get("verdict") != NOT_TESTED)
             why_not = d.get("why_not", d.get("why", ""))
             if "margin" in d:
-                expect = Expectation(kind, float(d.get("margin") or 0.0), d.get("expected"), d.get("delta"))
+                expect = Expectation(kind, float(d.get("margin") or 0.0), d.get("expected"), d.get("delta"),
+                                     parts=int(d.get("parts", 1)))
             elif ref is not None:  # an older table: today's rule of the claim, on the stored measurement
                 expect = ref.expect
             elif kind in ("greater", "less", "equal"):
                 expect = Expectation(kind, expected=d.get("expected"))
             else:  # a margin claim the listing no longer has: its rule is unknown
                 expect, applies, why_not = Expectation("greater"), False, "saved by older code without its rule"
-            m = d.get("measured")
-            measured = Estimate.from_dict(m) if isinstance(m, dict) and "seeds" in m else m
+            measured = measured_from_dict(d.get("measured"))
             claims.append(Claim(d["id"], d.get("claim", ""), d.get("source", ""), d.get("paper", ""), d.get("test", ""),
                                 expect, measured, bool(applies), why_not,
                                 float(d.get("unit", ref.unit if ref else 100.0)), bool(d.get("signed", True))))

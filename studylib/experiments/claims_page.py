@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable
 
-from studylib.evaluation.stats import Estimate
+from studylib.evaluation.stats import AllOf, Estimate, measured_from_dict
 from studylib.evaluation.verdicts import (DECIDE_ALPHA, DEFAULT_DELTA, MARGINAL_ALPHA, NOT_REPRODUCED, NOT_RUN,
                                           REPRODUCED, VERDICTS, Claim, Judgement)
 from studylib.experiments.claim_registry import EVIDENCE, PAPER as PAPER_EVIDENCE, SEED_OF, meta
@@ -73,6 +73,8 @@ class Row:
         return self.judgement.p_adj if self.judgement is not None else None
 
     def estimate(self) -> Estimate | None:
+        if isinstance(self.measured, AllOf):
+            return self.measured.worst
         return self.measured if isinstance(self.measured, Estimate) else None
 
     def cell(self) -> str:
@@ -141,8 +143,7 @@ def _judge_column(nb: str, column: str) -> tuple[dict[str, Claim], dict[str, Row
         elif not ok:
             rows[cid] = Row(nb, cid, c.expect.kind, "other parameters", name, test=c.test)
         else:
-            m = entry.get("measured")
-            measured = Estimate.from_dict(m) if isinstance(m, dict) and "seeds" in m else m
+            measured = measured_from_dict(entry.get("measured"))
             rows[cid] = Row(nb, cid, c.expect.kind, "judged", name, judgements[cid], measured,
                             entry.get("measured_text") or "", stale, c.test)
     return claims, rows, used
@@ -290,8 +291,8 @@ def _marginal(listing: dict[str, list[tuple[str, Claim]]], rows: dict[tuple[str,
 VERDICT_WORDS = (
     "**Verdict words.** *reproduced*: the test the claim states decided in the paper's favour (family-adjusted "
     f"p <= {DECIDE_ALPHA:g}). *not reproduced*: it decided against the paper: the effect is *reversed*, shows *no "
-    "effect* (its interval lies inside the claim's no-effect band), is worse than a non-inferiority margin, or a "
-    "number lies outside the paper's margin. *inconclusive*: measured, but neither outcome is shown (*marginal*: "
+    "effect* (the equivalence test, at the adjusted level, places it inside the claim's no-effect band), is worse "
+    "than a non-inferiority margin, or a number lies outside the paper's margin. *inconclusive*: measured, but neither outcome is shown (*marginal*: "
     f"{DECIDE_ALPHA:g} < p_adj <= {MARGINAL_ALPHA:g}). *not tested*: this scale cannot test the claim (it needs "
     "the paper's data or another configuration), it ran with one seed, or a regime check failed (the trained "
     "model did not reach the regime the claim is about); the reason is on its row. *not run*: the scale has the "
@@ -313,7 +314,10 @@ def _rules() -> str:
         "measured or not (unmeasured ones count with p = 1), so no other notebook's table, and nothing run later, "
         "changes a claim's adjusted p. The contrasts of a notebook share runs, so no independence is assumed: "
         "p_adj is Holm's step-down over the family's tests (valid under any dependence), with Shaffer's bound "
-        "(a claim's two null hypotheses cannot both be true, so no step counts more than the claims left). "
+        "(at most one of a claim's two null hypotheses is true, so no step multiplies by more than the claims "
+        "left; a claim about every one of several effects is an intersection-union test whose tests count "
+        "singly). A true effect between 0 and the band can read *reproduced* with few seeds and *no effect* with "
+        "many: the band is the claim's smallest meaningful effect. "
         f"**Decisive** at p_adj <= {DECIDE_ALPHA:g} (the stability rule: at 5%, a 1-thread and a 2-thread run "
         "of the study disagreed on many verdicts). " + VERDICT_WORDS + " Measured effects are in points (percent) "
         "with 95% intervals over training seeds; each training seed is evaluated on episodes of its own (the "

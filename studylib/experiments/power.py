@@ -2,21 +2,25 @@
 
 For each measured claim of a notebook's saved table (the pilot: the committed smoke table by default, or an
 evidence table), the number of training seeds at which the claim's verdict test (:mod:`verdicts`) reaches 80%
-power, holding the pilot's mean effect and its per-seed spread (floored as the verdict floors it), at the level
-Holm's first step asks of it: ``DECIDE_ALPHA / m``, ``m`` the size of the notebook's family. That level is the
-strictest a claim can meet (later Holm steps are looser), so the seeds are an upper bound in that respect; in
-another they are optimistic: a spread estimated from 3 seeds is itself noisy (at 10 seeds the reviewer measured
-spreads 3-5x the 3-seed pilot's on notebook 13), so a pilot of 3 seeds predicts too few. Re-estimate from the
-evidence run itself (``--pilot evidence``).
+power, holding the pilot's mean effect, at the level Holm's first step asks of it: ``DECIDE_ALPHA / m``, ``m`` the
+size of the notebook's family. That level is the strictest a claim can meet (later Holm steps are looser), so
+in that respect the seeds are an upper bound. The spread is planned with the upper 80% confidence limit of the
+pilot's (:func:`planning_sd`): a spread from 3 seeds is itself noisy (the reviewer measured spreads at 10 seeds
+3-5x the 3-seed pilot's on notebook 13), and planning with its point value predicts too few seeds; so does a
+pilot effect that was large by chance (this is post-hoc power: re-estimate from the evidence run itself,
+``--pilot evidence``).
 
-The outcome aimed at is the one the pilot points to, whichever needs fewer seeds: for a directional claim the
-two-sided difference test (reproduced or reversed) or the no-effect equivalence test; for ``noninferior`` and
-``within`` claims one of their two tests. A claim whose pilot effect sits near the edge of its band needs
-more seeds than any affordable run (more than :data:`AFFORDABLE`): the page says so.
+The test aimed at is the one the pilot's effect points to (:func:`aimed_at`): a directional claim's two-sided
+difference test when the effect lies outside its no-effect band, else its no-effect test; for ``noninferior``
+and ``within`` claims the test on the side of the margin the effect lies on. It plans for a test, not a verdict:
+a true effect between 0 and the band can end in either reading (verdicts.py). A claim whose pilot effect sits
+near the edge of its band needs more seeds than any affordable run (more than :data:`AFFORDABLE`): the page
+says so.
 
-Powers use the noncentral t distribution (integrated, :func:`_sf`): the difference test ``P(|T| > t_c)``; the one-sided
-tests ``P(T > t_c)``; the equivalence (TOST) test the probability that the mean falls in the band shrunk by ``t_c`` standard errors,
-exact over the seeds' standard deviation (the two one-sided tests share it).
+Powers are those of the verdicts' own statistic, the mean over the floored spread referred to Student's t
+(:func:`_sf`; without a floor, the noncentral t distribution): the difference test ``P(|T| > t_c)``; the one-sided
+tests ``P(T > t_c)``; the equivalence (TOST) test the probability that the mean falls in the band shrunk by
+``t_c`` floored standard errors, integrated over the seeds' spread (the two one-sided tests share it).
 Cost: the pilot table records its notebook's seconds (a run from an empty cache: ``./study reference``), so a
 seed costs about ``seconds / seeds``; the fixed part (data generation, kernel start) is counted in, which
 overstates the cost of added seeds a little.
@@ -31,7 +35,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from studylib.evaluation.stats import Estimate
+from studylib.evaluation.stats import AllOf, Estimate
 from studylib.evaluation.verdicts import DECIDE_ALPHA, DIRECTIONAL, Claim, Expectation
 
 TARGET_POWER = 0.8
@@ -47,21 +51,29 @@ def _stats():
 _GRID = 400  # quantiles of the chi-square variable the noncentral t tails are averaged over
 
 
-def _sf(c: float, dof: int, ncp: float) -> float:
-    """``P(T > c)`` for ``T`` noncentral t with ``dof`` degrees of freedom and noncentrality ``ncp``: the mean of
-    ``Phi(ncp - c sqrt(V / dof))`` over ``V ~ chi2(dof)`` at :data:`_GRID` quantile midpoints. scipy.stats.nct's
-    own tails return NaN for some large noncentralities (seen at ncp ~ 10 on 3 dof), so the power is integrated
-    here; tested against nct where nct is finite."""
+def _q(dof: int, floor_ratio: float = 0.0):
+    """The seeds' standard deviation over the true one, ``sqrt(V / dof)`` with ``V ~ chi2(dof)`` at
+    :data:`_GRID` quantile midpoints, floored as the verdicts floor it (``floor_ratio`` = floor / true sd)."""
     import numpy as np
-    st = _stats()
-    v = st.chi2.ppf((np.arange(_GRID) + 0.5) / _GRID, dof)
-    return float(np.mean(st.norm.cdf(ncp - c * np.sqrt(v / dof))))
+    v = _stats().chi2.ppf((np.arange(_GRID) + 0.5) / _GRID, dof)
+    return np.maximum(np.sqrt(v / dof), floor_ratio)
 
 
-def powers(expect: Expectation, value: float, sd: float, n: int, alpha: float, unit: float = 100.0
-           ) -> dict[str, float]:
+def _sf(c: float, dof: int, ncp: float, floor_ratio: float = 0.0) -> float:
+    """``P(T > c)`` for the verdicts' t statistic, ``T = mean / (max(s, floor) / sqrt n)``, whose mean has
+    noncentrality ``ncp`` (true mean over its true standard error): the mean of ``Phi(ncp - c q)`` over the
+    spread ratio ``q`` (:func:`_q`). Without a floor it is the noncentral t tail; scipy.stats.nct's own tails
+    return NaN for some large noncentralities (seen at ncp ~ 10 on 3 dof), so it is integrated here; tested
+    against nct where nct is finite."""
+    import numpy as np
+    return float(np.mean(_stats().norm.cdf(ncp - c * _q(dof, floor_ratio))))
+
+
+def powers(expect: Expectation, value: float, sd: float, n: int, alpha: float, unit: float = 100.0,
+           floor: float = 0.0) -> dict[str, float]:
     """The power of each of a claim's tests at ``n`` seeds, for a true effect ``value`` and per-seed standard
-    deviation ``sd`` (the effect's unit), each test at level ``alpha`` (module docstring)."""
+    deviation ``sd`` (the effect's unit), each test at level ``alpha``, the seeds' spread floored at ``floor`` as
+    the verdicts floor it (module docstring)."""
     st = _stats()
     dof = n - 1
     se = sd / math.sqrt(n)
@@ -69,17 +81,19 @@ def powers(expect: Expectation, value: float, sd: float, n: int, alpha: float, u
         raise ValueError("a power needs a positive spread")
     one, two = float(st.t.isf(alpha, dof)), float(st.t.isf(alpha / 2, dof))
 
+    ratio = floor / sd
+
     def above(c: float, ncp: float) -> float:  # P(T > c)
-        return _sf(c, dof, ncp)
+        return _sf(c, dof, ncp, ratio)
 
     def below(c: float, ncp: float) -> float:  # P(T < -c) = P(-T > c), -T noncentral with -ncp
-        return _sf(c, dof, -ncp)
+        return _sf(c, dof, -ncp, ratio)
 
     def tost(bound: float) -> float:
         # both one-sided tests reject when the mean lies in (-bound + c s / sqrt n, bound - c s / sqrt n), s the
         # seeds' standard deviation: exact, averaged over s as in _sf (the two tests share s)
         import numpy as np
-        q = np.sqrt(st.chi2.ppf((np.arange(_GRID) + 0.5) / _GRID, dof) / dof)  # s / sd
+        q = _q(dof, ratio)  # the floored s / sd
         hi = (bound - one * q * se - value) / se
         lo = (-bound + one * q * se - value) / se
         return float(np.mean(np.clip(st.norm.cdf(hi) - st.norm.cdf(lo), 0.0, None)))
@@ -100,27 +114,57 @@ def powers(expect: Expectation, value: float, sd: float, n: int, alpha: float, u
     raise ValueError(f"an {expect.kind!r} claim has no test over seeds")
 
 
+def aimed_at(expect: Expectation, value: float, unit: float = 100.0) -> str:
+    """The test a pilot effect points to: a directional claim's difference test when the effect lies outside its
+    no-effect band (or there is none), else its no-effect test; a non-inferiority or equivalence claim's test on
+    the side of its margin the effect lies on. Chosen by the effect, not by whichever needs fewer seeds (that
+    would plan for whichever verdict is cheapest, not for the one the pilot suggests)."""
+    if expect.kind in DIRECTIONAL:
+        band = expect.band(unit)
+        return "difference" if band is None or abs(value) >= band else "no effect"
+    if expect.kind == "noninferior":
+        return "non-inferior" if value >= -expect.margin else "inferior"
+    if expect.kind == "within":
+        return "inside" if abs(value) <= expect.margin else "outside"
+    raise ValueError(f"an {expect.kind!r} claim has no test over seeds")
+
+
 def seeds_needed(expect: Expectation, value: float, sd: float, family: int, unit: float = 100.0,
-                 target: float = TARGET_POWER, max_seeds: int = MAX_SEEDS) -> tuple[int | None, str]:
-    """The fewest seeds (>= 2) at which one of the claim's tests reaches ``target`` power at Holm's first-step
-    level ``DECIDE_ALPHA / family``, and that test's name; ``(None, "")`` when none does by ``max_seeds``."""
+                 target: float = TARGET_POWER, max_seeds: int = MAX_SEEDS, floor: float = 0.0
+                 ) -> tuple[int | None, str]:
+    """The fewest seeds (>= 2) at which the test the effect points to (:func:`aimed_at`) reaches ``target`` power
+    at Holm's first-step level ``DECIDE_ALPHA / family``, and that test's name; ``(None, test)`` when it does not
+    by ``max_seeds``."""
     alpha = DECIDE_ALPHA / max(family, 1)
-    best: tuple[int | None, str] = (None, "")
-    for test in powers(expect, value, sd, 2, alpha, unit):
-        def ok(n: int) -> bool:
-            return powers(expect, value, sd, n, alpha, unit)[test] >= target
-        if not ok(max_seeds):
-            continue
-        lo, hi = 2, max_seeds  # the power of each test grows with n: the first n that reaches the target
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if ok(mid):
-                hi = mid
-            else:
-                lo = mid + 1
-        if best[0] is None or lo < best[0]:
-            best = (lo, test)
-    return best
+    test = aimed_at(expect, value, unit)
+
+    def ok(n: int) -> bool:
+        return powers(expect, value, sd, n, alpha, unit, floor)[test] >= target
+
+    if not ok(max_seeds):
+        return None, test
+    lo, hi = 2, max_seeds  # the power grows with n: the first n that reaches the target
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo, test
+
+
+def planning_sd(e: Estimate, level: float = 0.8) -> float:
+    """The per-seed spread to plan with: the upper ``level`` confidence limit of the pilot's sample spread
+    (``s sqrt((n - 1) / chi2_{1 - level}(n - 1))``; a spread from 3 seeds is itself noisy, so planning with its
+    point value predicts too few seeds), at least the pilot's floor."""
+    n = e.n_seeds
+    up = e.spread * math.sqrt((n - 1) / _stats().chi2.ppf(1 - level, n - 1)) if n >= 2 else 0.0
+    return max(up, _floor(e))
+
+
+def _floor(e: Estimate) -> float:
+    """The floor the verdicts put under an estimate's spread (episode standard error, stated floor)."""
+    return max(e.episode_ci95 / 1.959963984540054, e.sd_floor)
 
 
 @dataclass
@@ -156,10 +200,14 @@ def needs(table: dict[str, Any], listing: Any = None) -> list[Need]:
     out = []
     for c in t:
         e = c.measured
-        if not (c.applies and isinstance(e, Estimate) and e.n_seeds >= 2 and c.expect.kind != "equal"):
+        expect = c.expect
+        if isinstance(e, AllOf):  # planned for its smallest effect
+            e, expect = e.worst, Expectation(expect.kind, delta=expect.delta)
+        if not (c.applies and isinstance(e, Estimate) and e.n_seeds >= 2 and expect.kind != "equal" and e.sd > 0):
             continue
-        n, test = seeds_needed(c.expect, e.value, e.sd, family, c.unit)
-        out.append(Need(t.notebook, c.id, c.expect.kind, e.value, e.sd, e.n_seeds, family, n, test))
+        sd = planning_sd(e)
+        n, test = seeds_needed(expect, e.value, sd, family, c.unit, floor=_floor(e))
+        out.append(Need(t.notebook, c.id, c.expect.kind, e.value, sd, e.n_seeds, family, n, test))
     return out
 
 
@@ -171,7 +219,7 @@ def level_seeds(claim: Claim, family: int) -> int | None:
     if claim.expect.kind != "within" or m is None:
         return None
     sd = float(m.group(1)) / 1.959963984540054 / claim.unit
-    n, _ = seeds_needed(Expectation("within", margin=claim.expect.margin), 0.0, sd, family, claim.unit)
+    n, _ = seeds_needed(Expectation("within", margin=claim.expect.margin), 0.0, sd, family, claim.unit, floor=sd)
     return n
 
 
@@ -210,7 +258,7 @@ def report(notebooks: Iterable[str], pilot: str = "smoke") -> str:
                      + (f", {per:.1f} min per seed" if per else "") + f"{cost}):")
         width = max(len(r.id) for r in rows)
         for r in rows:
-            lines.append(f"  {r.id:<{width}}  {r.kind:<11} effect {r.value * 100:+7.2f} sd {r.sd * 100:6.2f}  "
+            lines.append(f"  {r.id:<{width}}  {r.kind:<11} effect {r.value * 100:+7.2f} planning sd {r.sd * 100:6.2f}  "
                          f"seeds to decide: {r.text()}")
             total += 1
             decidable += r.affordable

@@ -55,8 +55,9 @@ def test_paired_difference_equals_per_seed_loop():
             total += float(x[i]) - float(y[i])
         per_seed.append(total / len(x))
     assert list(est.seeds) == pytest.approx(per_seed)
-    # the episode CI is that of the per-episode differences, averaged over seeds
-    ep = np.mean([1.959964 * np.std((x - y).double().numpy(), ddof=1) / math.sqrt(50) for x, y in zip(a, b)])
+    # the episode CI is that of the per-episode differences, averaged over seeds as a variance (root mean square)
+    ep = math.sqrt(np.mean([(1.959964 * np.std((x - y).double().numpy(), ddof=1) / math.sqrt(50)) ** 2
+                            for x, y in zip(a, b)]))
     assert est.episode_ci95 == pytest.approx(ep, rel=1e-6)
     # Student's t over seeds, the per-seed sd floored at the episode standard error (Estimate.sd)
     sd = max(np.std(per_seed, ddof=1), ep / 1.959964)
@@ -124,10 +125,10 @@ def test_combine_floor_by_the_delta_method_for_shifts_differences_interpolation_
     # interpolation half way between two points: 0.5^2 weights
     interp = stats.combine(lambda x, y, z: x - 0.5 * (y + z), a, b, c)
     assert interp.episode_ci95 == pytest.approx(math.sqrt(0.02 ** 2 + 0.25 * 0.01 ** 2 + 0.25 * 0.03 ** 2))
-    # the minimum takes the floor of the smallest term per seed (b, c, a), averaged: not all three together
+    # the minimum takes the floor of the smallest term per seed (b, c, a), averaged as a variance: not all three
     m = stats.combine(lambda *d: min(d), a, b, c)
     assert list(m.seeds) == [0.20, 0.20, 0.10]
-    assert m.episode_ci95 == pytest.approx((0.01 + 0.03 + 0.02) / 3)
+    assert m.episode_ci95 == pytest.approx(math.sqrt((0.01 ** 2 + 0.03 ** 2 + 0.02 ** 2) / 3))
     assert m.episode_ci95 < math.sqrt(0.02 ** 2 + 0.01 ** 2 + 0.03 ** 2)  # what the old root-sum-square gave
     # 06's min(gain1 - gain5, gain1): the gain difference's floor where it is the smaller term
     diff = stats.over_seeds([0.01, 0.02, 0.03], [0.0063] * 3)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import scipy.optimize
 import scipy.stats
@@ -240,3 +241,48 @@ def test_noninferiority_boundary_is_the_one_sided_test_at_the_adjusted_level():
     m1 = scipy.optimize.brentq(lambda m: p_inf(m) - 0.01, 1e-6, 0.0079)
     assert one(claim("c", "noninferior", e, margin=m1 * 0.999)).verdict == v.NOT_REPRODUCED
     assert one(claim("c", "noninferior", e, margin=m1 * 1.001)).verdict == v.INCONCLUSIVE
+
+
+def test_a_claim_about_every_effect_is_an_intersection_union_test():
+    from studylib.evaluation.stats import AllOf
+    up = [over_seeds([0.05 + d, 0.051 + d, 0.049 + d, 0.05 + d, 0.0505 + d]) for d in (0.0, 0.01, 0.02)]
+    e3 = v.Expectation("greater", parts=3)
+    j = v.judge_family([v.Claim("best", "", "", "", "", e3, AllOf(tuple(up)))])["best"]
+    assert j.verdict == v.REPRODUCED and j.test == "all shown"
+    assert j.p == pytest.approx(max(v.claim_tests(v.Expectation("greater"), x)["difference"] for x in up))
+    # one of the three on the other side, clearly: reversed (Bonferroni over the three); not "reproduced"
+    mixed = (up[0], up[1], over_seeds([-0.05, -0.051, -0.049, -0.05, -0.0505]))
+    j = v.judge_family([v.Claim("best", "", "", "", "", e3, AllOf(mixed))])["best"]
+    assert j.label == "not reproduced (reversed)" and j.test == "one reversed"
+    # the bias of a per-seed minimum: three noisy zero differences; their per-seed min is negative on average,
+    # which a combine(min) estimate reads as "reversed"; the intersection-union test does not
+    rng = np.random.default_rng(0)
+    zeros = tuple(over_seeds(rng.normal(0.0, 0.01, 20)) for _ in range(3))
+    from studylib.evaluation import stats
+    assert stats.combine(lambda *d: min(d), *zeros).value < -0.005
+    assert v.judge_family([v.Claim("best", "", "", "", "", e3, AllOf(zeros))])["best"].label != \
+        "not reproduced (reversed)"
+    with pytest.raises(ValueError, match="parts"):
+        v.claim_tests(e3, AllOf(zeros[:2]))
+    with pytest.raises(ValueError, match="AllOf"):
+        v.claim_tests(e3, zeros[0])
+
+
+def test_a_claim_about_several_effects_weighs_in_its_family_as_fixed_in_advance():
+    from studylib.evaluation.stats import AllOf
+    strong = over_seeds([0.05, 0.051, 0.049, 0.05, 0.0505])
+    e3 = v.Expectation("greater", parts=3)
+    unmeasured = v.judge_family([claim("a", measured=strong), v.Claim("best", "", "", "", "", e3)])["a"]
+    measured = v.judge_family([claim("a", measured=strong),
+                               v.Claim("best", "", "", "", "", e3, AllOf((strong, strong, strong)))])["a"]
+    assert unmeasured.p_adj == measured.p_adj  # the weight does not depend on whether it was measured
+
+
+def test_no_spread_without_a_floor_is_not_tested_and_marginal_looks_at_both_tests():
+    j = one(claim("a", measured=over_seeds([0.02, 0.02, 0.02])))
+    assert j.verdict == v.NOT_TESTED and j.reason == v.NO_SPREAD
+    # the no-effect test alone is marginal: the label says so (before, only the difference test counted)
+    e = over_seeds([0.0, 0.004, -0.002])
+    t = v.claim_tests(v.Expectation("greater"), e)
+    j = one(claim("a", measured=e))
+    assert 0.01 < t["no effect"] <= 0.05 and j.label == "inconclusive (marginal)" and j.test == "no effect"

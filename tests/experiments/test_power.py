@@ -3,6 +3,8 @@ tests the verdicts run, the seeds needed against a direct search, and the report
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import scipy.stats
@@ -41,9 +43,32 @@ def test_seeds_needed_is_the_first_n_with_the_target_power():
     alpha = v.DECIDE_ALPHA / 12
     assert test == "difference" and W.powers(e, 0.0638, 0.0169, n, alpha)["difference"] >= 0.8
     assert W.powers(e, 0.0638, 0.0169, n - 1, alpha)["difference"] < 0.8
-    assert W.seeds_needed(e, 0.0, 0.05, 12) == (None, "")  # on the edge of nothing: no affordable number
+    assert W.seeds_needed(e, 0.0095, 0.05, 12) == (None, "no effect")  # at the band's edge: no affordable number
     n0, t0 = W.seeds_needed(e, 0.0, 0.004, 12)  # a precise null: the no-effect test decides it
     assert t0 == "no effect" and n0 <= 20
+    assert W.aimed_at(e, 0.02) == "difference" and W.aimed_at(e, -0.005) == "no effect"
+    assert W.aimed_at(v.Expectation("noninferior", margin=0.03), -0.05) == "inferior"
+
+
+def test_powers_with_the_floor_match_a_simulation_of_the_floored_test():
+    """The verdicts floor the spread; the power must be that of the floored statistic (a floor above the true
+    spread lowers the power)."""
+    rng = np.random.default_rng(1)
+    n, alpha, sims, floor = 5, 0.01 / 3, 4000, 0.02
+    expect = v.Expectation("greater", delta=0.01)
+    want = W.powers(expect, 0.03, 0.015, n, alpha, floor=floor)
+    assert want["difference"] < W.powers(expect, 0.03, 0.015, n, alpha)["difference"]
+    hits = 0
+    for _ in range(sims):
+        e = over_seeds(rng.normal(0.03, 0.015, n), sd_floor=floor)
+        hits += v.claim_tests(expect, e)["difference"] <= alpha
+    assert hits / sims == pytest.approx(want["difference"], abs=0.03)
+
+
+def test_planning_sd_is_the_upper_confidence_limit_of_the_pilots_spread():
+    e = over_seeds([0.01, 0.03, 0.02])  # s = 0.01 on 2 dof; chi2_0.2(2) = 0.4463
+    assert W.planning_sd(e) == pytest.approx(0.01 * math.sqrt(2 / scipy.stats.chi2.ppf(0.2, 2)))
+    assert W.planning_sd(over_seeds([0.02, 0.02, 0.02], sd_floor=0.005)) == 0.005
 
 
 def test_the_report_reads_a_saved_table_and_its_cost(tmp_path, monkeypatch):
