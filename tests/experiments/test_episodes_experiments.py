@@ -222,7 +222,7 @@ def test_batch_size_sweep_claims_follow_the_rules():
     assert {c.verdict for c in table if c.applies} == {"reproduced"}
     one = batch_size_sweep.claims(load_params(batch_size_sweep.Params, batch_size_sweep.NOTEBOOK, "smoke", seeds=[0]),
                                   {v: o[:1] for v, o in better.items()})
-    assert {c.reason for c in one if c.applies} == {ONE_SEED}  # one seed never decides a difference
+    assert all(c.reason.startswith(ONE_SEED) for c in one if c.applies)  # one seed never decides a difference
     assert batch_size_sweep.claims(p).checked() == table.checked()  # what nbval compares does not depend on runs
 
 
