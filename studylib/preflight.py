@@ -14,6 +14,14 @@ papermill does, then reports **every** problem at once, each with its fix and th
   (:class:`studylib.data.samplers.ShuffledSampler`'s rule) and the episodes against each split
   (:func:`studylib.data.samplers.check_episode`).
 
+* the resources (:mod:`studylib.resources`): the memory and time the configuration needs, estimated from its
+  sizes (images, batch, epochs, network) against this machine; what cannot fit is a problem, hours are a warning,
+  both with the numbers.
+
+Every number has a range (:func:`studylib.config.field_limits`) and non-finite values are refused; ``-y`` text is
+read by :func:`studylib.config.load_yaml` (a mapping of names to values, aliases bounded), so a configuration
+that cannot run is refused in seconds, before anything is allocated.
+
 Defaults adapt where the intent is clear, and the report says so in one line each: a ``batch_size`` larger than
 the training split becomes the training split's size; ``eval_ways`` above the evaluation split's classes becomes
 that number of classes (at least 2). A value given on the command line is never adapted (it is reported as a
@@ -92,6 +100,8 @@ class Report:
     problems: list[Problem] = field(default_factory=list)
     adapted: dict[str, Any] = field(default_factory=dict)  # parameter -> the value the run will use
     notes: list[str] = field(default_factory=list)  # one line each: the data, the minimum, each adaptation
+    warnings: list[str] = field(default_factory=list)  # what runs but deserves a second look (hours of work)
+    folder_images: int | None = None  # images of a folder of your own (its scan), for the resource estimate
 
     @property
     def ok(self) -> bool:
@@ -100,7 +110,8 @@ class Report:
     def text(self) -> str:
         head = f"study check {self.notebook} ({self.scale}): "
         head += "ok" if self.ok else f"{len(self.problems)} problem{'s' if len(self.problems) > 1 else ''}"
-        lines = [head, *(f"  {n}" for n in self.notes), *(p.line() for p in self.problems)]
+        lines = [head, *(f"  {n}" for n in self.notes), *(f"  warning: {w}" for w in self.warnings),
+                 *(p.line() for p in self.problems)]
         return "\n".join(lines)
 
 
@@ -139,7 +150,7 @@ def check_values(schema: type, values: dict[str, Any], where: str) -> tuple[dict
 
     Returns ``(valid values coerced to their types, problems)``; a faulty value is left out of the first.
     """
-    from studylib.config import ParamError, _check, _check_bounds
+    from studylib.config import ParamError, check_field
     fields = {f.name: f for f in dataclasses.fields(schema)}
     hints = typing.get_type_hints(schema)
     good: dict[str, Any] = {}
@@ -151,14 +162,7 @@ def check_values(schema: type, values: dict[str, Any], where: str) -> tuple[dict
             problems.append(Problem(key, f"unknown parameter in {where}; {hint}allowed: {', '.join(sorted(fields))}"))
             continue
         try:
-            v = _check(value, hints[key], key)
-            choices = fields[key].metadata.get("choices")
-            if choices is not None:
-                bad = [x for x in (v if isinstance(v, (list, tuple)) else [v]) if x not in choices]
-                if bad:
-                    raise ParamError(f"{value!r} is not allowed; allowed values: {', '.join(map(str, choices))}")
-            _check_bounds(key, v, fields[key].metadata.get("bounds") or {}, where)
-            good[key] = v
+            good[key] = check_field(fields[key], hints[key], key, value, where)
         except ParamError as e:
             problems.append(Problem(key, str(e)))
     return good, problems
@@ -238,6 +242,7 @@ def _check_folder(report: Report, v: dict[str, Any], given: set[str], root: Path
         return
     report.notes.append(f"folder {root} (split={split}): " + "; ".join(f"{s} {_count_text(c)}"
                                                                        for s, c in splits.items()))
+    report.folder_images = sum(n for c in splits.values() for _, n in c)
     if split == "given":  # few-shot splits must be class-disjoint (the reader refuses a class in two splits)
         seen: dict[str, str] = {}
         for s, classes in splits.items():
@@ -327,10 +332,16 @@ def _check_data(report: Report, v: dict[str, Any], given: set[str], module: Any 
 # ----------------------------------------------------------------------------------------------------------
 
 def overrides(pairs: Sequence[tuple[str, str]] = (), yamls: Sequence[str] = ()) -> dict[str, Any]:
-    """The parameters ``-y YAML``... and ``-p NAME VALUE``... give, merged in papermill's order."""
+    """The parameters ``-y YAML``... and ``-p NAME VALUE``... give, merged in papermill's order.
+
+    Raises:
+        ParamError: a ``-y`` text that is not a mapping of names to values, or too large once its aliases are
+            expanded (:func:`studylib.config.load_yaml`).
+    """
+    from studylib.config import load_yaml, show
     out: dict[str, Any] = {}
     for text in yamls:
-        out.update(yaml.safe_load(text) or {})
+        out.update(load_yaml(text, f"-y {show(text)}"))
     for name, value in pairs:
         out[name] = papermill_value(value)
     return out
@@ -366,7 +377,19 @@ def check(notebook: str, scale: str = "smoke", given: dict[str, Any] | None = No
         except (ParamError, ValueError) as e:
             if not any(str(e) in p.text for p in report.problems):
                 report.problems.append(Problem(None, str(e)))
+    if not report.problems:
+        _check_resources(report, v)
     return report
+
+
+def _check_resources(report: Report, v: dict[str, Any]) -> None:
+    """Memory that cannot be had is a problem, hours a warning (:func:`studylib.resources.estimate`)."""
+    from studylib import resources
+    need = resources.estimate(v, report.folder_images)
+    for text in need.problems:
+        param = "batch_size" if "training batch" in text else "image_size"
+        report.problems.append(Problem(param, text))
+    report.warnings += need.warnings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -382,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         name = resolve(args.notebook)
         given = overrides([tuple(p) for p in args.parameters], args.parameters_yaml)
-    except (ValueError, yaml.YAMLError) as e:
+    except ValueError as e:  # ParamError too: -y that is not a mapping, or too large
         print(f"study: {e}", file=sys.stderr)
         return 2
     report = check(name, args.scale, given)
