@@ -8,7 +8,9 @@ papermill does, then reports **every** problem at once, each with its fix and th
   (the rules of :func:`studylib.config.validate`, collected instead of stopping at the first);
 * the notebook's own cross-field rules (``Params.check``);
 * the data: a paper data set whose folder is missing gets two lines (what is missing; where people get it, its
-  size and layout); a folder of your own images (``data: folder``) is scanned without decoding an image: classes
+  size and layout); a folder of your own images (``data: folder``) is scanned without decoding an image (every file's
+  header and data checked cheaply: a truncated or inconsistent image is named now, and so is a class folder
+  that is another class's, through a symlink or hard links): classes
   and images per split (the reader's own scan and split rule, :mod:`studylib.data.readers`), the minimum the
   chosen episodes need, the training batch against the training images
   (:class:`studylib.data.samplers.ShuffledSampler`'s rule) and the episodes against each split
@@ -172,10 +174,11 @@ def check_values(schema: type, values: dict[str, Any], where: str) -> tuple[dict
 # Data
 # ----------------------------------------------------------------------------------------------------------
 
-def scan_folder(root: Path, split: str, seed: int = 0,
-                fractions: Sequence[float] | None = None) -> dict[str, list[tuple[str, int]]]:
-    """``{split: [(class name, images)]}`` of a folder of your own images, without decoding an image: the
-    reader's scan (:func:`studylib.data.readers.load_image_folder`'s layouts) and its seeded split rule.
+def scan_files(root: Path, split: str, seed: int = 0,
+               fractions: Sequence[float] | None = None) -> dict[str, list[tuple[str, list[Path]]]]:
+    """``{split: [(class name, image files)]}`` of a folder of your own images, without decoding an image: the
+    reader's scan (:func:`studylib.data.readers.load_image_folder`'s layouts, its refusals: a class folder that
+    is another class's, through a symlink or hard links, included) and its seeded split rule.
 
     Raises:
         DataError: the reader's message when the layout is not one it reads.
@@ -183,12 +186,30 @@ def scan_folder(root: Path, split: str, seed: int = 0,
     from studylib.data import readers
     if split == "given":
         layout = readers._scan_image_folder(root, "folder")
-        return {s: [(c, len(fs)) for c, fs in layout[s]] for s in readers.SPLITS}
+        return {s: list(layout[s]) for s in readers.SPLITS}
     entries = readers._scan_flat_classes(root, "folder", split)
     fr = readers._check_fractions(fractions if fractions is not None else readers.FOLDER_FRACTIONS, "folder")
     assign = readers._flat_assignment(entries, split, seed, fr, "folder")
-    return {s: [(c, len(fs)) for (c, _, fs), a in zip(entries, assign) if a == i]
-            for i, s in enumerate(readers.SPLITS)}
+    return {s: [(c, fs) for (c, _, fs), a in zip(entries, assign) if a == i] for i, s in enumerate(readers.SPLITS)}
+
+
+def scan_folder(root: Path, split: str, seed: int = 0,
+                fractions: Sequence[float] | None = None) -> dict[str, list[tuple[str, int]]]:
+    """``{split: [(class name, images)]}`` (:func:`scan_files`, counted)."""
+    return {s: [(c, len(fs)) for c, fs in classes] for s, classes in scan_files(root, split, seed, fractions).items()}
+
+
+def _check_image_files(report: Report, files: list[Path]) -> None:
+    """Every image file checked cheaply before training (:func:`studylib.data.readers.images.check_image_files`:
+    PNG chunks and image-data size against the header, a JPEG's end marker), so a truncated or inconsistent
+    file is named now, not after minutes of work."""
+    from studylib.data.readers.images import check_image_files
+    bad = check_image_files(files)
+    if bad:
+        shown = "; ".join(f"{f}: {why}" for f, why in bad[:5]) + (f"; ... ({len(bad) - 5} more)" if len(bad) > 5 else "")
+        report.problems.append(Problem("data_root", f"{len(bad)} of {len(files)} image files cannot be read as the "
+                                                    f"images they claim to be: {shown}. Replace them (copy them "
+                                                    f"again) or delete them"))
 
 
 def min_classes_random(test_classes: int, fractions: Sequence[float] | None = None, train_classes: int = 2) -> int:
@@ -235,11 +256,13 @@ def _check_folder(report: Report, v: dict[str, Any], given: set[str], root: Path
     seed = int(opts.get("seed", 0) or 0)
     fractions = opts.get("fractions")
     try:
-        splits = scan_folder(root, split, seed, fractions)
+        files = scan_files(root, split, seed, fractions)
     except (DataError, ValueError) as e:
         fix = f"; {FEWER_CLASSES}" if "too few" in str(e) else ""
         report.problems.append(Problem("data_root", f"{e}{fix}"))
         return
+    splits = {s: [(c, len(fs)) for c, fs in classes] for s, classes in files.items()}
+    _check_image_files(report, [f for classes in files.values() for _, fs in classes for f in fs])
     report.notes.append(f"folder {root} (split={split}): " + "; ".join(f"{s} {_count_text(c)}"
                                                                        for s, c in splits.items()))
     report.folder_images = sum(n for c in splits.values() for _, n in c)
@@ -416,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = ["DATASET_SOURCES", "Problem", "Report", "check", "check_values", "min_classes_random", "overrides",
-           "scan_folder"]
+           "scan_files", "scan_folder"]
 
 if __name__ == "__main__":
     sys.exit(main())

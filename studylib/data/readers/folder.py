@@ -84,6 +84,49 @@ def _refuse_split_named(names: Iterable[str], dataset: str, where: Path, what: s
                       f"(<root>/{{train,val,test}}/<class>/)", stacklevel=3)
 
 
+def _refuse_aliased_classes(classes: Sequence[tuple[str, Path, Sequence[Path]]], dataset: str, root: Path) -> None:
+    """Refuse class folders that resolve to the same images: a folder that is another class's folder (a symlink to
+    it), or an image file that is also an image of another class (a hard link or a symlink to the same file). Each
+    would train (or test) the same images as two classes, without a word. ``classes``: ``(name, folder, files)``.
+    One ``stat`` per file (the scan's own cost)."""
+    def ident(p: Path) -> tuple[int, int] | None:
+        try:
+            st = p.stat()  # follows symlinks
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    folders: dict[tuple[int, int], str] = {}
+    for name, folder, _ in classes:
+        key = ident(folder)
+        if key is not None and key in folders:
+            link = " (a symlink)" if folder.is_symlink() else ""
+            raise DataError(f"{dataset}: the class folder {folder}{link} is the same folder as class "
+                            f"{folders[key]!r} ({folder.resolve()}): its images would train as a second class. "
+                            f"Remove it, or make it a folder of its own images")
+        if key is not None:
+            folders[key] = name
+    files: dict[tuple[int, int], tuple[str, Path]] = {}
+    for name, _, fs in classes:
+        shared = []
+        for f in fs:
+            key = ident(f)
+            if key is None:
+                continue
+            other = files.get(key)
+            if other is not None and other[0] != name:
+                shared.append((f, other))
+            else:
+                files[key] = (name, f)
+        if shared:
+            f, (other, g) = shared[0]
+            every = len(shared) == len(fs)
+            raise DataError(f"{dataset}: {'every image' if every else f'{len(shared)} image(s)'} of class {name!r} "
+                            f"{'is' if every else 'are'} also an image of class {other!r} (the same file: a hard link "
+                            f"or a symlink; e.g. {f} and {g}): the same image cannot be two classes. Remove the "
+                            f"links, or copy the files a class should really hold")
+
+
 def _scan_image_folder(root: Path, dataset: str) -> dict[str, list[tuple[str, list[Path]]]]:
     layout: dict[str, list[tuple[str, list[Path]]]] = {}
     for s in SPLITS:
@@ -114,6 +157,7 @@ def _scan_image_folder(root: Path, dataset: str) -> dict[str, list[tuple[str, li
             entries.append((c.name, files))
         layout[s] = entries
     _refuse_one_image_classes([len(fs) for s in SPLITS for _, fs in layout[s]], dataset, root, "class")
+    _refuse_aliased_classes([(f"{s}/{c}", root / s / c, fs) for s in SPLITS for c, fs in layout[s]], dataset, root)
     return layout
 
 
@@ -156,6 +200,7 @@ def _scan_flat_classes(root: Path, dataset: str, split: str) -> list[tuple[str, 
                                 f"{sorted(IMAGE_EXTENSIONS)}); add its images or delete the folder")
             out.append((f"{a.name}/{c.name}", a.name, files))
     _refuse_one_image_classes([len(fs) for _, _, fs in out], dataset, root, "class")
+    _refuse_aliased_classes([(c, root / c, fs) for c, _, fs in out], dataset, root)
     return out
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import os
+import struct
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
@@ -36,6 +38,103 @@ def to_8bit(img: Image.Image) -> Image.Image:
     return Image.fromarray(((v.clip(0, 65535) * 255 + 32767) // 65535).astype(np.uint8), "L")
 
 
+# ---------------------------------------------------------------------------------------- checking a file cheaply
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}  # colour type -> samples per pixel
+_ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
+
+
+def _png_raw_size(width: int, height: int, depth: int, color: int, interlace: int) -> int:
+    """Bytes of a PNG's decompressed image data: one filter byte + ``ceil(width * bits / 8)`` per row (per row of
+    each of the seven Adam7 passes when interlaced; PNG spec, sections 7.2 and 8.2)."""
+    bits = depth * _PNG_CHANNELS.get(color, 4)
+    if not interlace:
+        return height * (1 + (width * bits + 7) // 8)
+    total = 0
+    for x0, y0, dx, dy in _ADAM7:
+        cols, rows = (width - x0 + dx - 1) // dx, (height - y0 + dy - 1) // dy
+        if cols > 0 and rows > 0:
+            total += rows * (1 + (cols * bits + 7) // 8)
+    return total
+
+
+def png_problem(data: bytes, check_crc: bool = True) -> str | None:
+    """Why PNG bytes cannot be the image their header describes, or None: the chunks (and, with ``check_crc``,
+    their CRCs) up to IEND must be complete, and the image data must decompress to exactly the size the IHDR
+    header's width, height, bit depth, colour type and interlacing give: a file cut short, or a header that
+    says 1x1 over the data of a 64x64 image (which PIL decodes as one pixel without a word), is named."""
+    pos, header, idat = 8, None, []
+    while True:
+        if pos + 8 > len(data):
+            return f"it is truncated: it ends after {len(data):,} bytes, before its IEND chunk"
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        end = pos + 12 + length
+        if end > len(data):
+            return (f"it is truncated: its {kind.decode('latin1')} chunk needs {length:,} bytes, the file ends "
+                    f"{len(data) - pos - 8:,} bytes into it")
+        body = data[pos + 8:pos + 8 + length]
+        if check_crc and zlib.crc32(kind + body) != int.from_bytes(data[end - 4:end], "big"):
+            return f"its {kind.decode('latin1')} chunk does not match its CRC (the file is damaged)"
+        if kind == b"IHDR" and length >= 13:
+            header = struct.unpack(">IIBBBBB", body[:13])
+        elif kind == b"IDAT":
+            idat.append(body)
+        elif kind == b"IEND":
+            break
+        pos = end
+    if header is None:
+        return "it has no IHDR header"
+    width, height, depth, color, _, _, interlace = header
+    expected = _png_raw_size(width, height, depth, color, interlace)
+    try:
+        raw = zlib.decompressobj().decompress(b"".join(idat), expected + 1)
+    except zlib.error as e:
+        return f"its image data do not decompress ({e})"
+    if len(raw) > expected:
+        return (f"its header says {width}x{height} pixels ({expected:,} bytes of image data) but its data hold more: "
+                f"the header disagrees with the data")
+    if len(raw) < expected:
+        return (f"its image data end after {len(raw):,} of the {expected:,} bytes its {width}x{height} header needs "
+                f"(truncated or damaged)")
+    return None
+
+
+def image_problem(src: bytes | Path) -> str | None:
+    """Why an image file cannot be decoded as the image it claims to be, or None; cheap (no full decode of a PNG
+    or a complete JPEG): PNGs by :func:`png_problem`; a JPEG must end with its end-of-image marker (else it is
+    decoded at 1/8 scale to see whether it is truncated); other formats are decoded by PIL."""
+    try:
+        data = src.read_bytes() if isinstance(src, Path) else bytes(src)
+    except OSError as e:
+        return f"it cannot be read ({e.strerror or e})"
+    if not data:
+        return "it is empty"
+    if data.startswith(PNG_SIGNATURE):
+        return png_problem(data)
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            if img.format == "JPEG" and data.rstrip(b"\0\r\n ").endswith(b"\xff\xd9"):
+                return None
+            img.draft(img.mode, (8, 8))  # JPEG: the smallest DCT scale
+            img.load()
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
+        return f"it is not a readable image ({type(e).__name__}: {e})"
+    return None
+
+
+def check_image_files(files: Sequence[Path], workers: int | None = None) -> list[tuple[Path, str]]:
+    """``[(file, problem)]`` of the ``files`` that :func:`image_problem` refuses (in a thread pool: reading and
+    inflating release the GIL)."""
+    n_workers = workers or _default_workers()
+    if n_workers <= 1 or len(files) < 64:
+        found = [image_problem(f) for f in files]
+    else:
+        with ThreadPoolExecutor(max_workers=n_workers) as pool:
+            found = list(pool.map(image_problem, files, chunksize=64))
+    return [(f, why) for f, why in zip(files, found) if why]
+
+
 def decode_images(sources: Sequence[bytes | Path], size: int, mode: str = "RGB", invert: bool = False,
                   names: Sequence[str] | None = None, workers: int | None = None) -> torch.Tensor:
     """Decode image files or encoded bytes into one uint8 tensor.
@@ -62,7 +161,12 @@ def decode_images(sources: Sequence[bytes | Path], size: int, mode: str = "RGB",
     def decode_one(i: int) -> None:
         src = sources[i]
         try:
-            with Image.open(io.BytesIO(src) if isinstance(src, (bytes, bytearray, memoryview)) else src) as img:
+            data = bytes(src) if isinstance(src, (bytes, bytearray, memoryview)) else Path(src).read_bytes()
+            if data.startswith(PNG_SIGNATURE):  # PIL decodes a PNG whose header disagrees with its data silently
+                why = png_problem(data, check_crc=False)
+                if why:
+                    raise ValueError(why)
+            with Image.open(io.BytesIO(data)) as img:
                 img.draft(mode, (size, size))  # JPEG only: decode at a reduced DCT scale >= size
                 img = to_8bit(img).convert(mode)
                 if invert:

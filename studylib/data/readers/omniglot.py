@@ -16,7 +16,8 @@ import torch
 from studylib.data.base import DataError, FewShotDataset, ImageSplit, resolve_root
 from studylib.data.readers.common import SPLITS, _rule_note, _scaled_class_counts, cache_path, cached, check_size
 from studylib.data.readers.folder import (_alphabet_assignment, _one_shot_runs, _one_shot_runs_error,
-                                          _refuse_one_image_classes, _refuse_split_named, _subfolders)
+                                          _refuse_aliased_classes, _refuse_one_image_classes,
+                                          _refuse_split_named, _subfolders)
 from studylib.data.readers import images as _images
 
 OMNIGLOT_SPLITS = ("vinyals", "background-evaluation", "alphabet", "random")
@@ -163,6 +164,9 @@ def _list_omniglot_source(src: _OmniSource) -> dict[tuple[str, str], list[str]]:
             for c in sorted(p for p in a.iterdir() if p.is_dir() and not p.name.startswith(".")):
                 chars[(a.name, c.name)] = [str(p) for p in c.iterdir()
                                            if p.is_file() and p.suffix.lower() == ".png" and not p.name.startswith(".")]
+    if not src.is_zip:  # unzipped: a character folder may be a link to another one
+        _refuse_aliased_classes([(f"{a}/{c}", src.path / a / c, [Path(f) for f in files])
+                                 for (a, c), files in chars.items()], "omniglot", src.path)
     for (a, c), files in chars.items():
         if not files:
             raise DataError(f"omniglot: character folder {src.top}/{a}/{c} in {src.path} holds no .png images; "
