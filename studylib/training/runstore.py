@@ -69,7 +69,9 @@ class RunFileError(RuntimeError):
     def __init__(self, path: Path, problem: str, fix: str, kind: str = "damaged") -> None:
         super().__init__(f"{path}: {problem}. {fix}" if fix else f"{path}: {problem}")
         self.path, self.problem, self.fix = path, problem, fix
-        self.kind = kind  # "damaged", "unchecked" (no sidecar: older format), "sidecar" (the sidecar is damaged)
+        # "damaged"; "sidecar" (its sidecar is damaged: the file is damaged too); "unchecked" (a run of the format
+        # before checksums, loaded only once adopted); "unverified" (adopt without --trust)
+        self.kind = kind
 
 
 def _sidecar(path: Path) -> Path:
