@@ -33,6 +33,7 @@ import argparse
 import concurrent.futures as cf
 import datetime as _dt
 import json
+import math
 import os
 import re
 import signal
@@ -564,6 +565,28 @@ def wheels(argv: list[str]) -> int:
     return 0 if ok else 1
 
 
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds (argparse type: anything else exits 2 naming the value)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive, finite number of seconds")
+    return value
+
+
+def _at_least_one(text: str) -> int:
+    """A whole number >= 1 (argparse type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 1 or more")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["validate"]:
@@ -582,12 +605,15 @@ def main(argv: list[str] | None = None) -> int:
                                                "with --tiny a new temporary folder)")
     p.add_argument("--only", default=None, help="comma-separated step names or prefixes (tests, params, "
                                                 "notebook:03, bench:beclr, bench)")
-    p.add_argument("--jobs", type=int, default=None, help="correctness steps run at once (default on CUDA: half the CPUs, 2 to 6; on the CPU 2)")
-    p.add_argument("--step-timeout", type=float, default=None, help="one time limit for every step, in seconds")
-    p.add_argument("--budget", type=float, default=None,
+    p.add_argument("--jobs", type=_at_least_one, default=None, help="correctness steps run at once (default on CUDA: half the CPUs, 2 to 6; on the CPU 2)")
+    p.add_argument("--step-timeout", type=_seconds, default=None, help="one time limit for every step, in seconds")
+    p.add_argument("--budget", type=_seconds, default=None,
                    help=f"seconds for the whole run (default {BUDGET_S['full']:.0f}, tiny {BUDGET_S['tiny']:.0f})")
     p.add_argument("--list", action="store_true", help="print the plan (commands and limits) and exit")
-    args = p.parse_args(argv)
+    args = p.parse_args(argv)  # a bad number exits 2 here, before any work
+    if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
+        p.error(f"argument --out: {args.out} is a file; --out names the folder of the results files (it is created "
+                f"if missing)")
     if args.jobs is None:
         cuda = args.device == "cuda" or (args.device is None and _has_cuda())
         args.jobs = max(2, min(6, (os.cpu_count() or 2) // 2)) if cuda else 2

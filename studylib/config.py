@@ -9,6 +9,18 @@ Numbers written in a parameter file: YAML 1.1 (PyYAML) reads ``1e-3`` as the *st
 pattern wants a dot and a signed exponent, ``1.0e-3``). A ``float`` parameter therefore also accepts a string
 that spells a finite decimal number (``"1e-3"``, ``"5E-4"``, ``"0.1"``) and converts it; any other string
 (``"fast"``, ``"nan"``, ``"inf"``) is refused. ``int`` parameters stay strict: ``"3"`` is refused.
+Non-finite numbers (``nan``, ``inf``, YAML's ``.inf``) are refused everywhere.
+
+Every number has a range: a field's own bounds (:func:`param`'s ``ge``/``gt``/``le``/``lt``), completed by
+:data:`RANGES` (by parameter name: ``epochs <= 10000``, ``image_size <= 1024``, ...) and, for a name it does not
+list, the default range of its type (:data:`DEFAULT_RANGE`); every list has a length limit (``max_len``, default
+:data:`MAX_LIST`). :func:`field_limits` gives the limits a field ends up with. What the sizes cost together
+(memory, time) is the pre-flight's estimate (:mod:`studylib.preflight`).
+
+YAML is read by :func:`load_yaml`: a parameter document must be a mapping of names to values, at most
+:data:`MAX_YAML_BYTES` long, and anchors/aliases may not expand it beyond :data:`MAX_YAML_NODES` nodes (a
+"billion laughs" document is refused before it is built).
+
 Choices are declared with :func:`param`::
 
     @dataclass
@@ -28,7 +40,9 @@ import ast
 import dataclasses
 import difflib
 import json
+import math
 import re
+import reprlib
 import types
 import typing
 from pathlib import Path
@@ -48,17 +62,69 @@ class ParamError(ValueError):
     """A notebook parameter is unknown, of the wrong type, or outside its allowed values."""
 
 
+# Ranges by parameter name, completing a field's own bounds (a side the field sets itself is kept). Generous for
+# research use; what a configuration costs as a whole (memory, hours) is the pre-flight's estimate.
+_STEPS = 10_000_000
+RANGES: dict[str, dict[str, float]] = {
+    # training length
+    "epochs": {"le": 10_000}, "adapt_epochs": {"le": 10_000}, "max_steps": {"le": _STEPS},
+    "batches_per_epoch": {"le": 1_000_000}, "images_per_epoch": {"le": 100_000_000}, "halve_every": {"le": _STEPS},
+    "drop_ramp_steps": {"le": _STEPS}, "patience": {"le": 100_000}, "em_iters": {"le": 100_000},
+    "em_unroll": {"le": 1_000},
+    # sizes of a batch, an image, a network
+    "batch_size": {"le": 65_536}, "batch_sizes": {"le": 65_536}, "episodes_per_batch": {"le": 1_024},
+    "image_size": {"le": 1_024}, "conv4_hidden": {"le": 4_096}, "hidden": {"le": 4_096}, "widths": {"le": 8_192},
+    "conv_blocks": {"le": 64}, "embed_dim": {"le": 65_536}, "dim": {"le": 65_536}, "proj_dim": {"le": 65_536},
+    "pred_hidden": {"le": 65_536}, "projection_dim": {"le": 65_536}, "nca_projection_dim": {"le": 65_536},
+    "spe_dim": {"le": 65_536}, "fig4_dim": {"le": 65_536}, "table_dims": {"le": 65_536},
+    "memory_size": {"le": 1_000_000}, "mask_patch": {"le": 1_024},
+    # episodes and evaluation
+    "eval_episodes": {"le": 1_000_000}, "val_episodes": {"le": 1_000_000}, "eval_queries": {"le": 10_000},
+    "eval_shots": {"le": 10_000}, "eval_ways": {"le": 10_000}, "eval_samples": {"le": 100_000},
+    "eval_draws": {"le": 10_000}, "eval_mean_images": {"le": 100_000_000}, "measure_max_images": {"le": 100_000_000},
+    # data
+    "max_classes": {"le": 1_000_000}, "train_images": {"le": 100_000_000}, "train_per_class": {"le": 1_000_000},
+    "val_per_class": {"le": 1_000_000}, "test_per_class": {"le": 1_000_000},
+    # seeds: what torch, NumPy and Python all accept
+    "seed": {"ge": 0, "le": 2**31 - 1}, "seeds": {"ge": 0, "le": 2**31 - 1}, "data_seed": {"ge": 0, "le": 2**31 - 1},
+    "split_seed": {"ge": 0, "le": 2**31 - 1},
+    # rates and weights
+    "lr": {"le": 100.0}, "weight_decay": {"le": 10.0}, "lr_factors": {"le": 100.0},
+}
+DEFAULT_RANGE: dict[type, dict[str, float]] = {int: {"ge": -1_000_000_000, "le": 1_000_000_000},
+                                               float: {"ge": -1e9, "le": 1e9}}
+MAX_LIST = 64  # items of a list parameter (at any depth), unless the field sets max_len
+LIST_LENGTHS: dict[str, int] = {"seeds": 100}
+MAX_YAML_BYTES = 1 << 20  # a parameter document (a file or -y text)
+MAX_YAML_NODES = 10_000  # scalars, lists and mappings of a parameter document, aliases expanded
+
+_REPR = reprlib.Repr()
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = 8
+_REPR.maxstring = _REPR.maxother = 80
+_REPR.maxlevel = 3
+
+
+def show(value: Any) -> str:
+    """A bounded ``repr`` for messages (a huge or deeply nested value is cut, never printed whole)."""
+    text = _REPR.repr(value)
+    return text if len(text) <= 120 else text[:116] + " ..."
+
+
 def param(default: Any, *, choices: Sequence[Any] | None = None, help: str = "", ge: float | None = None,
-          gt: float | None = None, le: float | None = None, lt: float | None = None, cut: bool = False) -> Any:
+          gt: float | None = None, le: float | None = None, lt: float | None = None, cut: bool = False,
+          max_len: int | None = None) -> Any:
     """A dataclass field with optional allowed values, numeric bounds and a help text.
 
     ``ge``/``gt``/``le``/``lt`` bound a number (or every number of a list): ``>=``, ``>``, ``<=``, ``<``;
-    ``None`` stays allowed for an optional field. ``cut=True`` marks a field that sets how far the check scale
-    cuts the paper configuration (epochs, steps, episodes, seeds, sweep lengths, the stand-in data):
-    ``check.yaml`` may differ from ``paper.yaml`` only there.
+    ``None`` stays allowed for an optional field. A side left open is closed by :data:`RANGES` or
+    :data:`DEFAULT_RANGE` (:func:`field_limits`). ``max_len`` bounds the length of a list (default
+    :data:`MAX_LIST`). ``cut=True`` marks a field that sets how far the check scale cuts the paper
+    configuration (epochs, steps, episodes, seeds, sweep lengths, the stand-in data): ``check.yaml`` may differ
+    from ``paper.yaml`` only there.
     """
     bounds = {k: v for k, v in (("ge", ge), ("gt", gt), ("le", le), ("lt", lt)) if v is not None}
-    meta = {"choices": tuple(choices) if choices is not None else None, "help": help, "bounds": bounds, "cut": cut}
+    meta = {"choices": tuple(choices) if choices is not None else None, "help": help, "bounds": bounds, "cut": cut,
+            "max_len": max_len}
     if isinstance(default, (list, dict)):
         return dataclasses.field(default_factory=lambda d=default: type(d)(d), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -82,47 +148,59 @@ def _check(value: Any, tp: Any, key: str) -> Any:
                 return _check(value, a, key)
             except ParamError:
                 continue
-        raise ParamError(f"parameter {key!r} must be {_type_name(tp)}, got {type(value).__name__} {value!r}")
+        raise ParamError(f"parameter {key!r} must be {_type_name(tp)}, got {type(value).__name__} {show(value)}")
     if tp is type(None):
         if value is None:
             return None
-        raise ParamError(f"parameter {key!r} must be None, got {value!r}")
+        raise ParamError(f"parameter {key!r} must be None, got {show(value)}")
     if origin in (list, tuple, Sequence, typing.Sequence) or tp in (list, tuple):
         if not isinstance(value, (list, tuple)):
+            hint = ""
+            if isinstance(value, str):  # papermill's -p passes text; a list needs YAML
+                hint = (f"; -p passes its value as text: give a list with -y, e.g. -y \"{key}: "
+                        f"{value if value.strip().startswith('[') else '[' + value + ']'}\"")
             raise ParamError(f"parameter {key!r} must be {_type_name(tp)} (a list), got "
-                             f"{type(value).__name__} {value!r}")
+                             f"{type(value).__name__} {show(value)}{hint}")
         if origin is tuple and args and args[-1] is not Ellipsis:
             if len(args) != len(value):
-                raise ParamError(f"parameter {key!r} must have {len(args)} items, got {len(value)}: {value!r}")
+                raise ParamError(f"parameter {key!r} must have {len(args)} items, got {len(value)}: {show(value)}")
             return tuple(_check(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
         inner = args[0] if args else Any
         items = [_check(v, inner, f"{key}[{i}]") for i, v in enumerate(value)]
         return tuple(items) if (origin is tuple or tp is tuple) else items
     if origin is dict or tp is dict:
         if not isinstance(value, dict):
-            raise ParamError(f"parameter {key!r} must be a mapping, got {type(value).__name__} {value!r}")
+            raise ParamError(f"parameter {key!r} must be a mapping, got {type(value).__name__} {show(value)}")
         return dict(value)
     if tp is float:
         if isinstance(value, str) and _FLOAT_TEXT.fullmatch(value.strip()):
-            return float(value)  # YAML 1.1 reads 1e-3 as a string (see the module docstring)
+            value = float(value)  # YAML 1.1 reads 1e-3 as a string (see the module docstring)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ParamError(f"parameter {key!r} must be float (a number such as 0.001 or 1.0e-3), got "
-                             f"{type(value).__name__} {value!r}")
-        return float(value)
+                             f"{type(value).__name__} {show(value)}")
+        try:
+            out = float(value)
+        except OverflowError:
+            out = math.inf
+        if not math.isfinite(out):
+            raise ParamError(f"parameter {key!r} must be a finite number, got {show(value)}")
+        return out
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ParamError(f"parameter {key!r} must be int, got {type(value).__name__} {value!r}")
+            whole = isinstance(value, float) and math.isfinite(value) and value == int(value)
+            hint = " (a whole number written without a decimal point or exponent, e.g. 3)" if whole else ""
+            raise ParamError(f"parameter {key!r} must be int{hint}, got {type(value).__name__} {show(value)}")
         return value
     if tp is bool:
         if not isinstance(value, bool):
-            raise ParamError(f"parameter {key!r} must be bool (true/false), got {type(value).__name__} {value!r}")
+            raise ParamError(f"parameter {key!r} must be bool (true/false), got {type(value).__name__} {show(value)}")
         return value
     if tp is str:
         if not isinstance(value, str):
-            raise ParamError(f"parameter {key!r} must be str, got {type(value).__name__} {value!r}")
+            raise ParamError(f"parameter {key!r} must be str, got {type(value).__name__} {show(value)}")
         return value
     if isinstance(tp, type) and not isinstance(value, tp):
-        raise ParamError(f"parameter {key!r} must be {tp.__name__}, got {type(value).__name__} {value!r}")
+        raise ParamError(f"parameter {key!r} must be {tp.__name__}, got {type(value).__name__} {show(value)}")
     return value
 
 
@@ -130,19 +208,74 @@ _BOUND_TEXT = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
 _BOUND_OK = {"ge": lambda x, b: x >= b, "gt": lambda x, b: x > b, "le": lambda x, b: x <= b, "lt": lambda x, b: x < b}
 
 
+def _numeric_type(tp: Any) -> type | None:
+    """``int`` or ``float`` when ``tp`` holds numbers (``int``, ``float | None``, ``list[list[int]]``...), else None."""
+    if tp in (int, float):
+        return tp
+    for a in typing.get_args(tp):
+        found = _numeric_type(a)
+        if found is not None:
+            return found
+    return None
+
+
+def field_limits(f: dataclasses.Field, tp: Any) -> tuple[dict[str, float], int]:
+    """``(bounds, max_len)`` of a schema field: its own bounds, completed by :data:`RANGES` for its name and the
+    default range of its number type (:data:`DEFAULT_RANGE`); ``max_len`` bounds every list in its value."""
+    own = dict(f.metadata.get("bounds") or {})
+    kind = _numeric_type(tp)
+    bounds = own
+    if kind is not None:
+        for extra in (RANGES.get(f.name, {}), DEFAULT_RANGE[kind]):
+            for k, v in extra.items():
+                lower = k in ("ge", "gt")
+                if not any((o in ("ge", "gt")) == lower for o in bounds):
+                    bounds[k] = v
+    max_len = f.metadata.get("max_len") or LIST_LENGTHS.get(f.name, MAX_LIST)
+    return bounds, int(max_len)
+
+
+def _check_length(key: str, value: Any, max_len: int, where: str) -> None:
+    """ParamError when a list (at any depth of ``value``) holds more than ``max_len`` items."""
+    if isinstance(value, (list, tuple)):
+        if len(value) > max_len:
+            raise ParamError(f"parameter {key!r} in {where} is a list of {len(value):,} items; at most {max_len} "
+                             f"are allowed")
+        for i, v in enumerate(value):
+            _check_length(f"{key}[{i}]", v, max_len, where)
+
+
 def _check_bounds(key: str, value: Any, bounds: Mapping[str, float], where: str) -> None:
-    """ParamError when a number (or a number of a list) lies outside ``bounds`` (see :func:`param`)."""
+    """ParamError when a number (or a number of a list, at any depth) lies outside ``bounds`` (see :func:`param`)."""
     if not bounds or value is None:
         return
-    items = list(enumerate(value)) if isinstance(value, (list, tuple)) else [(None, value)]
-    for i, x in items:
-        if isinstance(x, bool) or not isinstance(x, (int, float)):
-            continue
-        bad = [k for k, b in bounds.items() if not _BOUND_OK[k](x, b)]
+    if isinstance(value, (list, tuple)):
+        for i, x in enumerate(value):
+            _check_bounds(f"{key}[{i}]", x, bounds, where)
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    bad = [k for k, b in bounds.items() if not _BOUND_OK[k](value, b)]
+    if bad:
+        rule = " and ".join(f"{_BOUND_TEXT[k]} {bounds[k]:,}" if isinstance(bounds[k], int) else
+                            f"{_BOUND_TEXT[k]} {bounds[k]:g}" for k in bounds)
+        raise ParamError(f"parameter {key!r} = {show(value)} in {where} is out of range: it must be {rule}")
+
+
+def check_field(f: dataclasses.Field, tp: Any, key: str, value: Any, where: str) -> Any:
+    """One value against its field: list lengths, type (coerced where lossless), allowed values, range."""
+    bounds, max_len = field_limits(f, tp)
+    _check_length(key, value, max_len, where)
+    v = _check(value, tp, key)
+    choices = f.metadata.get("choices")
+    if choices is not None:
+        seq = v if isinstance(v, (list, tuple)) else [v]
+        bad = [x for x in seq if x not in choices]
         if bad:
-            name = key if i is None else f"{key}[{i}]"
-            rule = " and ".join(f"{_BOUND_TEXT[k]} {bounds[k]}" for k in bounds)
-            raise ParamError(f"parameter {name!r} = {x!r} in {where} is out of range: it must be {rule}")
+            raise ParamError(f"parameter {key!r} = {show(value)} in {where} is not allowed; allowed values: "
+                             f"{', '.join(map(str, choices))}")
+    _check_bounds(key, v, bounds, where)
+    return v
 
 
 def validate(schema: type[T], values: Mapping[str, Any], where: str = "parameters") -> T:
@@ -162,18 +295,7 @@ def validate(schema: type[T], values: Mapping[str, Any], where: str = "parameter
         raise ParamError(f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} in "
                          f"{where}; {hint}allowed: {', '.join(sorted(fields))}")
     hints = typing.get_type_hints(schema)
-    kwargs = {}
-    for key, value in values.items():
-        v = _check(value, hints[key], key)
-        choices = fields[key].metadata.get("choices")
-        if choices is not None:
-            seq = v if isinstance(v, (list, tuple)) else [v]
-            bad = [x for x in seq if x not in choices]
-            if bad:
-                raise ParamError(f"parameter {key!r} = {value!r} in {where} is not allowed; allowed values: "
-                                 f"{', '.join(map(str, choices))}")
-        _check_bounds(key, v, fields[key].metadata.get("bounds") or {}, where)
-        kwargs[key] = v
+    kwargs = {key: check_field(fields[key], hints[key], key, value, where) for key, value in values.items()}
     obj = schema(**kwargs)
     check = getattr(obj, "check", None)
     if callable(check):
@@ -181,15 +303,76 @@ def validate(schema: type[T], values: Mapping[str, Any], where: str = "parameter
     return obj
 
 
+def _node_count(node: yaml.Node, limit: int, where: str) -> int:
+    """Nodes of a composed YAML document with every alias expanded, counted without building anything (each
+    node's count is computed once, so a "billion laughs" chain costs a few steps per node); ParamError past
+    ``limit``."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(node, False)]
+    while stack:
+        n, done = stack.pop()
+        if id(n) in sizes:
+            continue
+        kids = ([c for pair in n.value for c in pair] if isinstance(n, yaml.MappingNode) else
+                list(n.value) if isinstance(n, yaml.SequenceNode) else [])
+        if done:
+            sizes[id(n)] = 1 + sum(sizes[id(c)] for c in kids)
+            if sizes[id(n)] > limit:
+                raise ParamError(f"{where}: the YAML expands to more than {limit:,} values (anchors and aliases "
+                                 f"repeat parts of it); a parameter document this large is refused. Write the "
+                                 f"values out without '&anchor' / '*alias'")
+            continue
+        stack.append((n, True))
+        stack.extend((c, False) for c in kids if id(c) not in sizes)
+    return sizes[id(node)]
+
+
+def load_yaml(text: str, where: str) -> dict[str, Any]:
+    """A parameter document (a parameter file or ``-y`` text) read safely: ``yaml.safe_load``'s types only, at
+    most :data:`MAX_YAML_BYTES` and :data:`MAX_YAML_NODES` values with aliases expanded, and a mapping of names
+    to values (an empty document is ``{}``). ParamError naming ``where`` and the fix otherwise; a YAML syntax
+    error is a ParamError too."""
+    if len(text) > MAX_YAML_BYTES:
+        raise ParamError(f"{where}: {len(text):,} characters of YAML; a parameter document has at most "
+                         f"{MAX_YAML_BYTES:,}")
+    try:
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return {}
+            _node_count(node, MAX_YAML_NODES, where)
+            data = loader.construct_document(node)
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as e:
+        raise ParamError(f"{where}: not valid YAML ({' '.join(str(e).split())})") from None
+    example = "e.g. -y 'seeds: [0, 1]' or -y '{epochs: 2, lr: 0.05}'" if where.startswith("-y") else \
+        "one 'name: value' per line"
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        kind = type(data).__name__
+        what = "a list" if isinstance(data, list) else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+        hint = (f"; for one parameter use -p NAME VALUE, or -y \"NAME: {data}\"" if isinstance(data, (str, int, float))
+                and where.startswith("-y") else "")
+        raise ParamError(f"{where}: parameters must be a mapping of names to values ({example}), got {what} "
+                         f"{show(data)}{hint}")
+    bad = [k for k in data if not isinstance(k, str)]
+    if bad:
+        raise ParamError(f"{where}: parameter names must be text, got {show(bad[0])} ({type(bad[0]).__name__}); "
+                         f"{example}")
+    return data
+
+
 def read_param_file(path: str | Path) -> dict[str, Any]:
-    """Read a YAML parameter file into a dict (an empty file is an empty dict)."""
+    """Read a YAML parameter file into a dict (an empty file is an empty dict), safely (:func:`load_yaml`)."""
     path = Path(path)
     if not path.is_file():
         raise ParamError(f"no parameter file at {path.absolute()}; the files are params/<notebook>/<scale>.yaml")
-    data = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(data, dict):
-        raise ParamError(f"{path} must hold a mapping of parameter names to values, got {type(data).__name__}")
-    return data
+    if path.stat().st_size > MAX_YAML_BYTES:
+        raise ParamError(f"{path}: {path.stat().st_size:,} bytes; a parameter file has at most {MAX_YAML_BYTES:,}")
+    return load_yaml(path.read_text(), str(path))
 
 
 def load_params(schema: type[T], notebook: str, scale: str = "smoke", **overrides: Any) -> T:

@@ -8,11 +8,21 @@ papermill does, then reports **every** problem at once, each with its fix and th
   (the rules of :func:`studylib.config.validate`, collected instead of stopping at the first);
 * the notebook's own cross-field rules (``Params.check``);
 * the data: a paper data set whose folder is missing gets two lines (what is missing; where people get it, its
-  size and layout); a folder of your own images (``data: folder``) is scanned without decoding an image: classes
+  size and layout); a folder of your own images (``data: folder``) is scanned without decoding an image (every file's
+  header and data checked cheaply: a truncated or inconsistent image is named now, and so is a class folder
+  that is another class's, through a symlink or hard links): classes
   and images per split (the reader's own scan and split rule, :mod:`studylib.data.readers`), the minimum the
   chosen episodes need, the training batch against the training images
   (:class:`studylib.data.samplers.ShuffledSampler`'s rule) and the episodes against each split
   (:func:`studylib.data.samplers.check_episode`).
+
+* the resources (:mod:`studylib.resources`): the memory and time the configuration needs, estimated from its
+  sizes (images, batch, epochs, network) against this machine; what cannot fit is a problem, hours are a warning,
+  both with the numbers.
+
+Every number has a range (:func:`studylib.config.field_limits`) and non-finite values are refused; ``-y`` text is
+read by :func:`studylib.config.load_yaml` (a mapping of names to values, aliases bounded), so a configuration
+that cannot run is refused in seconds, before anything is allocated.
 
 Defaults adapt where the intent is clear, and the report says so in one line each: a ``batch_size`` larger than
 the training split becomes the training split's size; ``eval_ways`` above the evaluation split's classes becomes
@@ -92,6 +102,8 @@ class Report:
     problems: list[Problem] = field(default_factory=list)
     adapted: dict[str, Any] = field(default_factory=dict)  # parameter -> the value the run will use
     notes: list[str] = field(default_factory=list)  # one line each: the data, the minimum, each adaptation
+    warnings: list[str] = field(default_factory=list)  # what runs but deserves a second look (hours of work)
+    folder_images: int | None = None  # images of a folder of your own (its scan), for the resource estimate
 
     @property
     def ok(self) -> bool:
@@ -100,7 +112,8 @@ class Report:
     def text(self) -> str:
         head = f"study check {self.notebook} ({self.scale}): "
         head += "ok" if self.ok else f"{len(self.problems)} problem{'s' if len(self.problems) > 1 else ''}"
-        lines = [head, *(f"  {n}" for n in self.notes), *(p.line() for p in self.problems)]
+        lines = [head, *(f"  {n}" for n in self.notes), *(f"  warning: {w}" for w in self.warnings),
+                 *(p.line() for p in self.problems)]
         return "\n".join(lines)
 
 
@@ -139,7 +152,7 @@ def check_values(schema: type, values: dict[str, Any], where: str) -> tuple[dict
 
     Returns ``(valid values coerced to their types, problems)``; a faulty value is left out of the first.
     """
-    from studylib.config import ParamError, _check, _check_bounds
+    from studylib.config import ParamError, check_field
     fields = {f.name: f for f in dataclasses.fields(schema)}
     hints = typing.get_type_hints(schema)
     good: dict[str, Any] = {}
@@ -151,14 +164,7 @@ def check_values(schema: type, values: dict[str, Any], where: str) -> tuple[dict
             problems.append(Problem(key, f"unknown parameter in {where}; {hint}allowed: {', '.join(sorted(fields))}"))
             continue
         try:
-            v = _check(value, hints[key], key)
-            choices = fields[key].metadata.get("choices")
-            if choices is not None:
-                bad = [x for x in (v if isinstance(v, (list, tuple)) else [v]) if x not in choices]
-                if bad:
-                    raise ParamError(f"{value!r} is not allowed; allowed values: {', '.join(map(str, choices))}")
-            _check_bounds(key, v, fields[key].metadata.get("bounds") or {}, where)
-            good[key] = v
+            good[key] = check_field(fields[key], hints[key], key, value, where)
         except ParamError as e:
             problems.append(Problem(key, str(e)))
     return good, problems
@@ -168,10 +174,11 @@ def check_values(schema: type, values: dict[str, Any], where: str) -> tuple[dict
 # Data
 # ----------------------------------------------------------------------------------------------------------
 
-def scan_folder(root: Path, split: str, seed: int = 0,
-                fractions: Sequence[float] | None = None) -> dict[str, list[tuple[str, int]]]:
-    """``{split: [(class name, images)]}`` of a folder of your own images, without decoding an image: the
-    reader's scan (:func:`studylib.data.readers.load_image_folder`'s layouts) and its seeded split rule.
+def scan_files(root: Path, split: str, seed: int = 0,
+               fractions: Sequence[float] | None = None) -> dict[str, list[tuple[str, list[Path]]]]:
+    """``{split: [(class name, image files)]}`` of a folder of your own images, without decoding an image: the
+    reader's scan (:func:`studylib.data.readers.load_image_folder`'s layouts, its refusals: a class folder that
+    is another class's, through a symlink or hard links, included) and its seeded split rule.
 
     Raises:
         DataError: the reader's message when the layout is not one it reads.
@@ -179,12 +186,30 @@ def scan_folder(root: Path, split: str, seed: int = 0,
     from studylib.data import readers
     if split == "given":
         layout = readers._scan_image_folder(root, "folder")
-        return {s: [(c, len(fs)) for c, fs in layout[s]] for s in readers.SPLITS}
+        return {s: list(layout[s]) for s in readers.SPLITS}
     entries = readers._scan_flat_classes(root, "folder", split)
     fr = readers._check_fractions(fractions if fractions is not None else readers.FOLDER_FRACTIONS, "folder")
     assign = readers._flat_assignment(entries, split, seed, fr, "folder")
-    return {s: [(c, len(fs)) for (c, _, fs), a in zip(entries, assign) if a == i]
-            for i, s in enumerate(readers.SPLITS)}
+    return {s: [(c, fs) for (c, _, fs), a in zip(entries, assign) if a == i] for i, s in enumerate(readers.SPLITS)}
+
+
+def scan_folder(root: Path, split: str, seed: int = 0,
+                fractions: Sequence[float] | None = None) -> dict[str, list[tuple[str, int]]]:
+    """``{split: [(class name, images)]}`` (:func:`scan_files`, counted)."""
+    return {s: [(c, len(fs)) for c, fs in classes] for s, classes in scan_files(root, split, seed, fractions).items()}
+
+
+def _check_image_files(report: Report, files: list[Path]) -> None:
+    """Every image file checked cheaply before training (:func:`studylib.data.readers.images.check_image_files`:
+    PNG chunks and image-data size against the header, a JPEG's end marker), so a truncated or inconsistent
+    file is named now, not after minutes of work."""
+    from studylib.data.readers.images import check_image_files
+    bad = check_image_files(files)
+    if bad:
+        shown = "; ".join(f"{f}: {why}" for f, why in bad[:5]) + (f"; ... ({len(bad) - 5} more)" if len(bad) > 5 else "")
+        report.problems.append(Problem("data_root", f"{len(bad)} of {len(files)} image files cannot be read as the "
+                                                    f"images they claim to be: {shown}. Replace them (copy them "
+                                                    f"again) or delete them"))
 
 
 def min_classes_random(test_classes: int, fractions: Sequence[float] | None = None, train_classes: int = 2) -> int:
@@ -231,13 +256,16 @@ def _check_folder(report: Report, v: dict[str, Any], given: set[str], root: Path
     seed = int(opts.get("seed", 0) or 0)
     fractions = opts.get("fractions")
     try:
-        splits = scan_folder(root, split, seed, fractions)
+        files = scan_files(root, split, seed, fractions)
     except (DataError, ValueError) as e:
         fix = f"; {FEWER_CLASSES}" if "too few" in str(e) else ""
         report.problems.append(Problem("data_root", f"{e}{fix}"))
         return
+    splits = {s: [(c, len(fs)) for c, fs in classes] for s, classes in files.items()}
+    _check_image_files(report, [f for classes in files.values() for _, fs in classes for f in fs])
     report.notes.append(f"folder {root} (split={split}): " + "; ".join(f"{s} {_count_text(c)}"
                                                                        for s, c in splits.items()))
+    report.folder_images = sum(n for c in splits.values() for _, n in c)
     if split == "given":  # few-shot splits must be class-disjoint (the reader refuses a class in two splits)
         seen: dict[str, str] = {}
         for s, classes in splits.items():
@@ -327,10 +355,16 @@ def _check_data(report: Report, v: dict[str, Any], given: set[str], module: Any 
 # ----------------------------------------------------------------------------------------------------------
 
 def overrides(pairs: Sequence[tuple[str, str]] = (), yamls: Sequence[str] = ()) -> dict[str, Any]:
-    """The parameters ``-y YAML``... and ``-p NAME VALUE``... give, merged in papermill's order."""
+    """The parameters ``-y YAML``... and ``-p NAME VALUE``... give, merged in papermill's order.
+
+    Raises:
+        ParamError: a ``-y`` text that is not a mapping of names to values, or too large once its aliases are
+            expanded (:func:`studylib.config.load_yaml`).
+    """
+    from studylib.config import load_yaml, show
     out: dict[str, Any] = {}
     for text in yamls:
-        out.update(yaml.safe_load(text) or {})
+        out.update(load_yaml(text, f"-y {show(text)}"))
     for name, value in pairs:
         out[name] = papermill_value(value)
     return out
@@ -366,6 +400,8 @@ def check(notebook: str, scale: str = "smoke", given: dict[str, Any] | None = No
         except (ParamError, ValueError) as e:
             if not any(str(e) in p.text for p in report.problems):
                 report.problems.append(Problem(None, str(e)))
+    if not report.problems:
+        _check_resources(report, v)
     return report
 
 
@@ -375,6 +411,16 @@ def _scale_name(name: str) -> str:
         raise argparse.ArgumentTypeError(f"unknown scale {name!r}; allowed: {', '.join(SCALES)}, or a variant's "
                                          "parameter file such as paper-cifarfs")
     return name
+
+
+def _check_resources(report: Report, v: dict[str, Any]) -> None:
+    """Memory that cannot be had is a problem, hours a warning (:func:`studylib.resources.estimate`)."""
+    from studylib import resources
+    need = resources.estimate(v, report.folder_images)
+    for text in need.problems:
+        param = "batch_size" if "training batch" in text else "image_size"
+        report.problems.append(Problem(param, text))
+    report.warnings += need.warnings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -391,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         name = resolve(args.notebook)
         given = overrides([tuple(p) for p in args.parameters], args.parameters_yaml)
-    except (ValueError, yaml.YAMLError) as e:
+    except ValueError as e:  # ParamError too: -y that is not a mapping, or too large
         print(f"study: {e}", file=sys.stderr)
         return 2
     report = check(name, args.scale, given)
@@ -402,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = ["DATASET_SOURCES", "Problem", "Report", "check", "check_values", "min_classes_random", "overrides",
-           "scan_folder"]
+           "scan_files", "scan_folder"]
 
 if __name__ == "__main__":
     sys.exit(main())

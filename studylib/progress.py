@@ -111,7 +111,8 @@ def progress_line(raw: str) -> tuple[str, str] | None:
     """The study's progress in one line of papermill's log, as ``(kind, text)``, or None for everything else.
 
     ``kind`` is the bar's description for a tqdm meter (``[2/3] <run> epoch 1/4``, ``sweep``), ``"study"`` for
-    the training loop's paper-scale lines and ``"warning"`` for a warning raised in ``studylib``. papermill's
+    the training loop's paper-scale lines and studylib's own notices (``studylib: waiting for run ...``), and
+    ``"warning"`` for a warning raised in ``studylib``. papermill's
     own lines (cells executing/ending, the notebook paths), the kernel's ``Kernel is running over TCP without
     encryption`` warning and the notebook's other output are not progress (None). A line holding several
     carriage-return updates counts as its last one.
@@ -123,7 +124,7 @@ def progress_line(raw: str) -> tuple[str, str] | None:
     m = _METER.match(text)
     if m:
         return m.group("desc").strip(), text
-    if _STUDY_LINE.search(text):
+    if _STUDY_LINE.search(text) or text.startswith("studylib: "):  # the loop's lines; studylib's notices (waiting)
         return "study", text
     if "/studylib/" in text and "Warning: " in text:
         return "warning", text

@@ -11,7 +11,9 @@ its headline :class:`~studylib.evaluation.stats.Estimate`\\ s, which compares ea
 where each CI95 is the estimate's interval over training seeds (Student's t; the issue's "2 CI95"). Plain
 numbers (formulas, counts, statistics of generated data) must match to a relative 1e-9. A trained number
 checked here must come from at least two seeds, since one run's episode CI says nothing about how far a
-re-run on another machine may land. A failure raises ``AssertionError`` naming each value, so nbval fails.
+re-run on another machine may land: a run with one training seed (``seeds: [0]``) is reported as such ("1
+training seed: no interval over seeds ...") and nothing is compared, and a reference is never written from
+one. A failure raises ``AssertionError`` naming each value, so nbval fails.
 
 The printed summary line is the same whether the check passed or the file was just rewritten, so it can sit
 in an ``NBVAL_CHECK_OUTPUT`` cell. ``./study reference NOTEBOOK`` re-executes a notebook with
@@ -87,7 +89,7 @@ class ReferenceReport:
     notebook: str
     scale: str
     path: Path
-    status: str  # "checked", "written", "no reference", "other parameters"
+    status: str  # "checked", "written", "no reference", "other parameters", "one seed"
     comparisons: list[Comparison]
     count: int
 
@@ -98,6 +100,9 @@ class ReferenceReport:
                     f"(trained) or exactly (deterministic) of {rel}")
         if self.status == "no reference":
             return f"reference check ({self.scale}): no {rel}; trained numbers are not checked at this scale"
+        if self.status == "one seed":
+            return (f"reference check ({self.scale}): 1 training seed gives no interval over seeds, so nothing is "
+                    f"compared with {rel} (train 2 or more seeds to check the trained numbers)")
         return (f"reference check ({self.scale}): the parameters differ from those {rel} was made with; "
                 "nothing checked")
 
@@ -139,6 +144,9 @@ def check(notebook: str, p: Any, measured: Mapping[str, Estimate | float | int],
     if not update and scale != "smoke" and not path.is_file():
         # paper and check runs have no committed reference unless someone wrote one; nothing to compare
         return ReferenceReport(notebook, scale, path, "no reference", [], 0)
+    if not update and any(isinstance(v, Estimate) and v.n_seeds < 2 for v in measured.values()):
+        # one training seed: no interval over seeds to bound a re-run's drift, so no tolerance to compare within
+        return ReferenceReport(notebook, scale, path, "one seed", [], 0)
     fresh = {k: _encode(v) for k, v in measured.items()}
     phash = params_hash(p)
     if update:

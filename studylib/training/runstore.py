@@ -19,6 +19,13 @@ it, unless the caller can heal (an older checkpoint, a re-evaluation). The sidec
 is replaced and lists the new digest followed by the previous ones, so a kill between the two steps leaves
 a file that still verifies.
 
+Integrity without trust on first use: a run folder records its format (:data:`RUN_FORMAT`, in the hidden file
+``.run-format``, written before any other file). In a run that records a format, or carries any checksum, a
+file whose sidecar is missing or damaged is *damaged*: it is named, never loaded and never signed again. Only a
+run with no sidecar and no format record at all (written by studylib before checksums) is *adoptable*, and
+only by the person who vouches for it: ``python -m studylib.training.adopt --trust RUN_FOLDER``
+(:func:`adopt`); nothing adopts a run on its own.
+
 Looking a run up (:meth:`RunStore.run`) writes nothing; :meth:`Run.open`, the one place a run folder is
 created, makes it when training starts (and removes the temporary files of killed writers).
 """
@@ -50,6 +57,9 @@ PREVIOUS = "checkpoint.prev.pt"
 RESULT = "result.json"
 WEIGHTS = "weights.pt"
 TENSORBOARD = "tb"
+RUN_FORMAT = 2  # 0: before checksums (no sidecars); 1: checksums, no format record; 2: checksums + .run-format
+FORMAT_FILE = ".run-format"
+_FOLDER_NAME = re.compile(r"(?P<name>.+)-(?P<hash>[0-9a-f]{12})")  # <name>-<config_hash(config)>
 _DIGESTS_KEPT = 3  # digests a sidecar lists: the new one and those of the content it may still replace
 
 
@@ -59,7 +69,9 @@ class RunFileError(RuntimeError):
     def __init__(self, path: Path, problem: str, fix: str, kind: str = "damaged") -> None:
         super().__init__(f"{path}: {problem}. {fix}" if fix else f"{path}: {problem}")
         self.path, self.problem, self.fix = path, problem, fix
-        self.kind = kind  # "damaged", "unchecked" (no sidecar: older format), "sidecar" (the sidecar is damaged)
+        # "damaged"; "sidecar" (its sidecar is damaged: the file is damaged too); "unchecked" (a run of the format
+        # before checksums, loaded only once adopted); "unverified" (adopt without --trust)
+        self.kind = kind
 
 
 def _sidecar(path: Path) -> Path:
@@ -85,7 +97,54 @@ def _sidecar_state(path: Path) -> str:
     return "ok" if _digests(path) else "damaged"
 
 
-ADOPT = "python -m studylib.training.runstore adopt"  # the command that gives a run of an older format checksums
+ADOPT = "python -m studylib.training.adopt"  # the command that gives a run of the format before checksums checksums
+
+
+def _run_root(path: Path) -> Path:
+    """The training run folder ``path`` (a file or folder) belongs to: an ``eval-<hash>/`` sub-run's parent."""
+    folder = path if path.is_dir() else path.parent
+    if folder.name.startswith("eval-") and (folder.parent / CONFIG).exists():
+        return folder.parent
+    return folder
+
+
+def _run_folders(root: Path) -> list[Path]:
+    return [root, *sorted(p for p in root.glob("eval-*") if p.is_dir())] if root.is_dir() else []
+
+
+def run_format(path: str | Path) -> int:
+    """The format of the run holding ``path`` (its folder and its ``eval-*`` sub-runs judged as one run).
+
+    :data:`RUN_FORMAT` when any of them records its format (``.run-format``), 1 when none does but one carries
+    a checksum sidecar (written after checksums, before format records), 0 when none has either: a run written
+    before checksums, the only kind :func:`adopt` accepts.
+    """
+    folders = _run_folders(_run_root(Path(path)))
+    for f in folders:
+        marker = f / FORMAT_FILE
+        if marker.exists():
+            try:
+                return int(marker.read_text().split()[-1])
+            except (OSError, ValueError, IndexError):
+                return RUN_FORMAT  # a damaged record still says the run is not of the old format
+    return 1 if any(next(f.glob(".*.sha256"), None) is not None for f in folders) else 0
+
+
+def _holds_files(root: Path) -> bool:
+    """Whether a run folder (or an ``eval-*`` sub-run of it) holds any file a run writes (not hidden)."""
+    return any(not p.name.startswith(".") and p.is_file() for f in _run_folders(root) for p in f.iterdir())
+
+
+def _write_format(folder: Path) -> None:
+    atomic_write_bytes(folder / FORMAT_FILE, f"studylib run format {RUN_FORMAT}\n".encode())
+
+
+def _unchecked_error(path: Path) -> RunFileError:
+    root = _run_root(path)
+    return RunFileError(path, f"has no checksum, and its run records no format and carries no checksum at all: a run "
+                              f"written by studylib before checksums, which is not loaded until someone vouches for it",
+                        f"Check the run, then adopt it: {ADOPT} --trust '{root}' (or delete it to train it again: "
+                        f"rm -r '{root}')", kind="unchecked")
 
 
 def _write_verified(path: Path, data: bytes, keep: list[str] | None = None) -> None:
@@ -109,14 +168,16 @@ def _read_verified(path: Path, fix: str) -> bytes:
         raise RunFileError(path, "is missing", fix) from None
     digests = _digests(path)
     if not digests:
-        state = _sidecar_state(path)
-        if state == "damaged":
-            raise RunFileError(_sidecar(path), f"the checksum sidecar of {path.name} is damaged (not a list of "
-                                               f"SHA-256 digests); {path.name} itself may be intact",
-                               f"Check it and write a new sidecar with: {ADOPT} '{path.parent}'", kind="sidecar")
-        raise RunFileError(path, f"has no checksum ({_sidecar(path).name} is missing: written by an older version "
-                                 f"of studylib), so it cannot be trusted yet",
-                           f"Verify the run and give it checksums with: {ADOPT} '{path.parent}'", kind="unchecked")
+        fmt = run_format(path)
+        if fmt == 0:
+            raise _unchecked_error(path)
+        if _sidecar_state(path) == "damaged":
+            raise RunFileError(path, f"its checksum sidecar {_sidecar(path).name} is damaged (not a list of SHA-256 "
+                                     f"digests) in a run of format {fmt}: {path.name} cannot be verified, so it is "
+                                     f"treated as damaged and not loaded", fix, kind="sidecar")
+        raise RunFileError(path, f"is damaged: its checksum {_sidecar(path).name} is missing in a run of format {fmt} "
+                                 f"(which writes one with every file), so its content cannot be trusted and is not "
+                                 f"loaded", fix)
     if hashlib.sha256(data).hexdigest() not in digests:
         what = "is empty" if not data else f"is damaged ({len(data)} bytes that do not match the stored SHA-256)"
         raise RunFileError(path, what, fix)
@@ -157,54 +218,70 @@ def _check_content(path: Path, data: bytes) -> str | None:
 
 
 def adopt(folder: str | Path, config: dict[str, Any] | None = None, trust: bool = False) -> list[Path]:
-    """Give a run folder written without checksum sidecars (studylib before checksums) its sidecars.
+    """Give a run written before checksums (format 0: no sidecar and no format record anywhere in it) its
+    checksum sidecars and format record, on the word of the person who runs it (``trust=True``).
 
-    Verified another way first: ``config.json`` parses and hashes to the hash in the folder's name (and equals
-    ``config`` when given), and every file without a sidecar loads as its format does (:func:`_check_content`:
-    checkpoints and weights ``weights_only=True``). The same for its ``eval-<hash>/`` sub-folders. Files that
-    have a valid sidecar are left alone (a mismatch there is damage, reported by the readers).
+    Checked first, and reported: ``config.json`` parses and hashes to the hash in the folder's name (and equals
+    ``config`` when given), and every file loads as its format does (:func:`_check_content`: checkpoints and
+    weights ``weights_only=True``); the same for its ``eval-<hash>/`` sub-runs. A run that records its format
+    or carries any checksum is never adopted: a file there without a valid checksum is damaged, not old.
 
     Args:
         folder: the run folder.
         config: the configuration the caller expects the run to have (None: not compared).
-        trust: write the sidecars even when the checks fail (the person running it vouches for the files).
+        trust: write the sidecars (after the checks, whatever they found); without it nothing is written.
 
     Returns:
         The files that got a sidecar.
 
     Raises:
-        RunFileError: (``kind="unverifiable"``) naming what failed and the command that adopts it anyway.
+        RunFileError: ``kind="damaged"`` for a run of a later format; ``kind="unverified"`` without ``trust``,
+        naming what the checks found and the command that adopts the run.
     """
-    folder = Path(folder)
+    folder = _run_root(Path(folder))
+    fmt = run_format(folder)
+    if fmt != 0:
+        marks = "it records its format" if fmt > 1 else "it carries checksums"
+        raise RunFileError(folder, f"is a run of format {fmt} ({marks}), not one written before checksums: a file of "
+                                   f"it without a valid checksum is damaged, not old, and is never signed again",
+                           f"Delete the run to train it again: rm -r '{folder}'", kind="damaged")
     problems: list[str] = []
     todo: list[tuple[Path, bytes]] = []
-    for sub in [folder, *sorted(p for p in folder.glob("eval-*") if p.is_dir())]:
-        want = sub.name.rsplit("-", 1)[-1]
+    for sub in _run_folders(folder):
         rel = (sub / CONFIG).relative_to(folder)
         try:
             cfg = json.loads((sub / CONFIG).read_text(encoding="utf-8"))
-            got = config_hash(cfg, len(want))
-            if got != want:
-                problems.append(f"{rel} hashes to {got}, not to the {want} its folder is named by")
+            got = config_hash(cfg)
+            named = _FOLDER_NAME.fullmatch(sub.name)
+            if named is None:
+                problems.append(f"the folder name {sub.name!r} does not end in '-<12 hex digits>', the hash of its "
+                                f"{CONFIG} (the folder was renamed?); {rel} hashes to {got}")
+            elif named["hash"] != got:
+                problems.append(f"{rel} hashes to {got}, but the folder {sub.name!r} is named by {named['hash']} "
+                                f"(the configuration was edited, or the folder renamed)")
             elif sub == folder and config and cfg != json.loads(json_text(config)):
                 problems.append(f"{CONFIG} differs from the configuration asked for")
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
             problems.append(f"{rel} cannot be read ({type(e).__name__})")
         for f in sorted(sub.iterdir()):
-            if not f.is_file() or f.name.startswith(".") or _sidecar_state(f) == "ok":
+            if not f.is_file() or f.name.startswith("."):
                 continue
             data = f.read_bytes()
             why = _check_content(f, data)
             if why:
                 problems.append(f"{f.relative_to(folder)}: {why}")
             todo.append((f, data))
-    if problems and not trust:
-        raise RunFileError(folder, "has files without valid checksums that cannot be verified another way: "
-                                   + "; ".join(problems),
-                           f"If you trust these files, adopt the run as it is: {ADOPT} --trust '{folder}'",
-                           kind="unverifiable")
+    if not trust:
+        found = ("the checks found: " + "; ".join(problems)) if problems else (
+            f"its configuration hash and {len(todo)} file(s) check out (weights load weights-only), but that "
+            f"does not show that nobody changed them")
+        raise RunFileError(folder, f"was written by studylib before checksums; {found}. Nothing was written",
+                           f"If you trust these files, adopt the run as it is: {ADOPT} --trust '{folder}'; "
+                           f"otherwise delete it to train it again: rm -r '{folder}'", kind="unverified")
     for f, data in todo:
         _write_digests(f, [hashlib.sha256(data).hexdigest()])
+    for sub in _run_folders(folder):
+        _write_format(sub)
     return [f for f, _ in todo]
 
 
@@ -231,11 +308,11 @@ class Run:
         self.path.mkdir(parents=True, exist_ok=True)
         remove_stale_temp_files(self.path)
         cfg = self.path / CONFIG
-        if cfg.exists() and _sidecar_state(cfg) == "missing":  # a run of the previous format: adopt it first
-            try:
-                self.adopt()
-            except RunFileError:
-                pass  # config.json is rewritten below; the other files are checked when they are read
+        if not (self.path / FORMAT_FILE).exists():
+            root = _run_root(self.path)
+            if run_format(root) == 0 and _holds_files(root):  # never mix new checksummed files into an old run
+                raise _unchecked_error(self.path)
+            _write_format(self.path)  # before any other file: a run of this format is never taken for an old one
         try:
             if _load_json(_read_verified(cfg, ""), cfg, "") != json.loads(json_text(self.config)):
                 raise RunFileError(cfg, "differs from the configuration", "")
@@ -264,21 +341,7 @@ class Run:
         _write_verified(self.path / name, data)
 
     def read_bytes(self, name: str, fix: str | None = None) -> bytes:
-        try:
-            return _read_verified(self.path / name, fix or self._fix(name))
-        except RunFileError as e:
-            if e.kind != "unchecked":
-                raise
-        self.adopt()
         return _read_verified(self.path / name, fix or self._fix(name))
-
-    def adopt(self) -> None:
-        """Verify a run of the previous format (no checksums) and give it sidecars, with a one-line notice
-        (:func:`adopt`); raises :class:`RunFileError` naming the adopt command when it cannot be verified."""
-        done = adopt(self.path, self.config or None)
-        if done:
-            warnings.warn(f"{self.path.name}: run of an older format without checksums; its configuration hash and "
-                          f"{len(done)} file(s) verified (weights load weights-only), checksums written", stacklevel=3)
 
     def has(self, name: str) -> bool:
         return (self.path / name).exists()
@@ -352,8 +415,6 @@ class Run:
             return None
         fix = (f"Delete the checkpoints to train this run from the start (rm -f '{cur}' '{prev}'), or the whole "
                f"run: rm -r '{self.path}'")
-        if any(p.exists() and _sidecar_state(p) == "missing" for p in (cur, prev)):
-            self.adopt()  # an interrupted run of the previous format
         problems = []
         for path in (cur, prev):
             if not path.exists():
@@ -361,6 +422,8 @@ class Run:
             try:
                 state = _load_torch(_read_verified(path, fix), path, fix, map_location)
             except RunFileError as e:
+                if e.kind == "unchecked":  # a run of the format before checksums: adopted only on purpose
+                    raise
                 problems.append(f"{path}: {e.problem}")
                 continue
             if problems:  # the latest is damaged: drop it, so the next save does not keep it as the fallback
@@ -545,32 +608,16 @@ def _try_json(path: Path) -> Any:
         return None
 
 
-__all__ = ["Run", "RunStore", "adopt", "RunInfo", "RunFileError", "provenance", "git_commit", "CHECKPOINT", "PREVIOUS",
-           "METRICS", "RESULT", "WEIGHTS", "CONFIG", "TENSORBOARD"]
+__all__ = ["Run", "RunStore", "adopt", "run_format", "RunInfo", "RunFileError", "provenance", "git_commit",
+           "CHECKPOINT", "PREVIOUS", "METRICS", "RESULT", "WEIGHTS", "CONFIG", "TENSORBOARD", "RUN_FORMAT"]
 
 
 def main(argv: list[str]) -> int:
-    """``python -m studylib.training.runstore adopt [--trust] RUN_FOLDER...`` (see :func:`adopt`)."""
-    import sys
-    args = [a for a in argv[1:] if a != "--trust"]
-    if not argv or argv[0] != "adopt" or not args:
-        print(f"usage: {ADOPT} [--trust] RUN_FOLDER...", file=sys.stderr)
-        return 2
-    failed = 0
-    for folder in args:
-        if not (Path(folder) / CONFIG).is_file():
-            print(f"error: {folder} is not a run folder (no {CONFIG}); ./study results lists the runs", file=sys.stderr)
-            failed = 1
-            continue
-        try:
-            done = adopt(folder, trust="--trust" in argv)
-            print(f"{folder}: checksums written for {len(done)} file(s)" if done else f"{folder}: nothing to adopt")
-        except RunFileError as e:
-            print(f"error: {e}", file=sys.stderr)
-            failed = 1
-    return failed
+    """``python -m studylib.training.adopt [--trust] RUN_FOLDER...`` (:mod:`studylib.training.adopt`)."""
+    from studylib.training.adopt import main as adopt_main
+    return adopt_main(argv[1:] if argv[:1] == ["adopt"] else argv)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # the command of earlier versions; python -m studylib.training.adopt is the one to use
     import sys
     sys.exit(main(sys.argv[1:]))

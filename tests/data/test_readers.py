@@ -277,13 +277,14 @@ def test_decode_cache_is_reused_and_invalidated(omni_root, monkeypatch):
     first = R.load_omniglot(root, split="vinyals")
     cache_file = Path(first.info["cache_file"])
     assert cache_file.is_file()
-    decode = R.decode_images
-    monkeypatch.setattr(R, "decode_images", lambda *a, **k: pytest.fail("decoded again despite the cache"))
+    from studylib.data.readers import images  # the module the readers decode through
+    decode = images.decode_images
+    monkeypatch.setattr(images, "decode_images", lambda *a, **k: pytest.fail("decoded again despite the cache"))
     second = R.load_omniglot(root, split="alphabet", rotations=True)  # split/rotations need no new decode
     assert second.info["cache_file"] == str(cache_file)
     again = R.load_omniglot(root, split="vinyals")
     assert torch.equal(again["train"].images, first["train"].images)
-    monkeypatch.setattr(R, "decode_images", decode)
+    monkeypatch.setattr(images, "decode_images", decode)
     # a changed source file changes the fingerprint, hence the cache file
     z = root / "images_evaluation.zip"
     st = z.stat()

@@ -216,7 +216,8 @@ def test_list_runs_reports_status_creation_and_training_record(tmp_path):
 # --------------------------------------------------------------------- a store of the previous format (no sidecars)
 
 def _legacy_store(tmp_path):
-    """A tiny finished run, then its checksum sidecars removed: what studylib wrote before checksums."""
+    """A tiny finished run, then its checksum sidecars and format records removed: what studylib wrote before
+    checksums."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "experiments"))
     from test_runner_guards import tiny_spec
     from studylib.experiments.runner import run_spec
@@ -224,57 +225,175 @@ def _legacy_store(tmp_path):
     out = run_spec(tiny_spec(), store, progress=False)
     sidecars = list(store.root.rglob(".*.sha256"))
     assert len(sidecars) >= 6
-    for f in sidecars:
+    for f in [*sidecars, *store.root.rglob(".run-format")]:
         f.unlink()
     return store, out, tiny_spec
 
 
-def test_a_run_of_the_previous_format_is_verified_and_adopted_not_retrained(tmp_path, monkeypatch):
-    """Before: every file failed with 'has no checksum ... delete the run folder to retrain it'."""
-    import warnings
-    from studylib.experiments.runner import load_trained, run_spec
+def _no_new_sidecars(folder):
+    return not list(folder.rglob(".*.sha256"))
+
+
+def test_a_run_of_the_previous_format_is_loaded_only_after_adopt_trust(tmp_path, monkeypatch):
+    """Before: the first load verified and signed it on its own (trust on first use). Now it is named with the
+    adopt command, nothing is written, and after ``adopt --trust`` it is reused without training."""
+    from studylib.experiments.runner import run_spec
+    from studylib.training.adopt import main
     store, first, tiny_spec = _legacy_store(tmp_path)
     weights = (first.run.path / "weights.pt").read_bytes()
     monkeypatch.setattr(torch.optim.SGD, "step", lambda *a, **k: pytest.fail("trained again"))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        again = run_spec(tiny_spec(), store, progress=False)
-        load_trained(again)  # the weights: the training run is adopted too
-    notices = [str(w.message) for w in caught if "older format without checksums" in str(w.message)]
-    assert len(notices) == 2 and all("\n" not in n for n in notices)  # one line per folder (eval, training)
+    with pytest.raises(RunFileError, match=r"written by studylib before checksums, which is not loaded until someone "
+                                           r"vouches for it\. .*python -m studylib.training.adopt --trust") as e:
+        run_spec(tiny_spec(), store, progress=False)
+    assert e.value.kind == "unchecked" and _no_new_sidecars(store.root)
+    assert not list(store.root.rglob(".run-format"))
+    assert main([str(first.run.path)]) == 1 and _no_new_sidecars(store.root)  # without --trust: nothing written
+    assert main(["--trust", str(first.run.path)]) == 0
+    again = run_spec(tiny_spec(), store, progress=False)
     assert again.result == first.result and (first.run.path / "weights.pt").read_bytes() == weights
     assert (first.run.path / ".weights.pt.sha256").read_text().split() == [hashlib.sha256(weights).hexdigest()]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # adopted once: no notice any more
-        run_spec(tiny_spec(), store, progress=False)
 
 
-def test_an_unverifiable_old_run_names_the_adopt_command_never_deletion(tmp_path):
-    from studylib.training.runstore import main
+def test_an_unverifiable_old_run_names_what_failed_and_the_adopt_command(tmp_path, capsys):
+    from studylib.training.adopt import main
     store, first, _ = _legacy_store(tmp_path)
     run = first.run
     cfg = run.path / "config.json"
     cfg.write_text(cfg.read_text().replace('"lr": 0.05', '"lr": 0.06'))  # no longer hashes to the folder's name
-    with pytest.raises(RunFileError, match=r"cannot be verified another way: config.json hashes to \w+, not to") as e:
+    with pytest.raises(RunFileError, match=r"adopt --trust") as e:
         run.load_tensor("weights.pt")
-    assert "python -m studylib.training.runstore adopt --trust" in str(e.value) and "rm " not in str(e.value)
+    assert e.value.kind == "unchecked"
+    assert main([str(run.path)]) == 1
+    err = capsys.readouterr().err
+    assert "config.json hashes to " in err and f"is named by {run.path.name[-12:]}" in err and "Nothing was written" in err
     assert not (run.path / ".weights.pt.sha256").exists()
-    assert main(["adopt", "--trust", str(run.path)]) == 0  # the person vouches for it
+    assert main(["--trust", str(run.path)]) == 0  # the person vouches for it
     assert set(run.load_tensor("weights.pt")) == set(torch.load(run.path / "weights.pt", weights_only=True))
 
 
-def test_a_damaged_sidecar_is_named_as_such(tmp_path):
-    from studylib.training.runstore import main
+def test_a_renamed_old_run_folder_is_named_plainly(tmp_path, capsys):
+    """Before: 'config.json hashes to c16, not to the run its folder is named by' (the hash cut to the length of
+    the last word of the new name)."""
+    from studylib.training.adopt import main
+    store, first, _ = _legacy_store(tmp_path)
+    renamed = first.run.path.with_name("my-run")
+    first.run.path.rename(renamed)
+    assert main([str(renamed)]) == 1
+    err = capsys.readouterr().err
+    assert "the folder name 'my-run' does not end in '-<12 hex digits>'" in err
+    assert f"hashes to {first.run.path.name[-12:]}" in err
+
+
+def test_a_damaged_sidecar_makes_the_file_damaged_not_adoptable(tmp_path):
+    """Before: named, with the advice to re-sign it with adopt (which signed whatever the file held)."""
+    from studylib.training.adopt import main
     store = RunStore(tmp_path)
     run = store.run("r", {"a": 1})
     run.save_tensor("weights.pt", {"w": torch.ones(3)})
     (run.path / ".weights.pt.sha256").write_text("not a digest\n")
-    with pytest.raises(RunFileError, match=r"\.weights\.pt\.sha256: the checksum sidecar of weights.pt is damaged .*"
-                                           r"weights.pt itself may be intact") as e:
+    with pytest.raises(RunFileError, match=r"weights.pt: its checksum sidecar \.weights\.pt\.sha256 is damaged .* "
+                                           r"treated as damaged and not loaded\. .*rm -r") as e:
         run.load_tensor("weights.pt")
-    assert "rm " not in str(e.value) and "runstore adopt" in str(e.value)
-    assert main(["adopt", str(run.path)]) == 0  # verified (it loads weights-only), sidecar rewritten
-    assert torch.equal(run.load_tensor("weights.pt")["w"], torch.ones(3))
+    assert e.value.kind == "sidecar"
+    assert main(["--trust", str(run.path)]) == 1  # a run of today's format is never re-signed
+    assert (run.path / ".weights.pt.sha256").read_text() == "not a digest\n"
+
+
+# ------------------------------------------------------------- tampering with a run of today's format (issue 29)
+
+def _finished(tmp_path):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "experiments"))
+    from test_runner_guards import tiny_spec
+    from studylib.experiments.runner import run_spec
+    store = RunStore(tmp_path / "store")
+    return store, run_spec(tiny_spec(), store, progress=False), tiny_spec
+
+
+def test_tampered_weights_without_their_sidecar_are_never_loaded_or_re_signed(tmp_path):
+    """Before: api.load_run loaded the changed tensors with a warning calling it 'a run of an older format' and
+    wrote a fresh checksum for them."""
+    from studylib import api
+    from studylib.training.adopt import main
+    store, out, _ = _finished(tmp_path)
+    w = out.run.path / "weights.pt"
+    state = torch.load(w, weights_only=True)
+    key = next(k for k, v in state.items() if v.is_floating_point() and v.numel() > 4)
+    raw = state[key].numpy().tobytes()
+    data = bytearray(w.read_bytes())
+    at = bytes(data).find(raw)
+    assert at > 0
+    data[at + 2] ^= 0x20  # other embeddings, and torch.load still accepts the file
+    w.write_bytes(bytes(data))
+    (out.run.path / ".weights.pt.sha256").unlink()
+    with pytest.raises(RunFileError, match=r"weights.pt: is damaged: its checksum \.weights\.pt\.sha256 is missing "
+                                           r"in a run of format 2 .*not loaded\. .*rm -r"):
+        api.load_run(out.run.path.name, store=store.root)
+    assert main(["--trust", str(out.run.path)]) == 1
+    assert not (out.run.path / ".weights.pt.sha256").exists()
+
+
+def test_a_tampered_evaluation_result_without_its_sidecar_is_evaluated_again(tmp_path):
+    """Before: run_spec returned the edited 0.99."""
+    import json
+    import warnings
+    from studylib.experiments.runner import run_spec
+    store, out, tiny_spec = _finished(tmp_path)
+    res = out.evaluation.path / "result.json"
+    record = json.loads(res.read_text())
+    genuine = json.dumps(record["test"], sort_keys=True)
+    for v in record["test"].values():
+        if isinstance(v, dict) and "mean" in v:
+            v["mean"] = 0.99
+    res.write_text(json.dumps(record))
+    (out.evaluation.path / ".result.json.sha256").unlink()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again = run_spec(tiny_spec(), store, progress=False)
+    assert any("evaluating again" in str(w.message) and "is damaged: its checksum" in str(w.message) for w in caught)
+    assert json.dumps(again.result["test"], sort_keys=True) == genuine
+
+
+def test_a_tampered_config_without_its_sidecar_is_never_loaded(tmp_path):
+    from studylib import api
+    store, out, _ = _finished(tmp_path)
+    cfg = out.run.path / "config.json"
+    cfg.write_text(cfg.read_text().replace('"lr": 0.05', '"lr": 0.5'))
+    (out.run.path / ".config.json.sha256").unlink()
+    with pytest.raises(RunFileError, match=r"config.json: is damaged: its checksum .* is missing"):
+        api.load_run(out.run.path.name, store=store.root)
+    assert not (out.run.path / ".config.json.sha256").exists()
+
+
+def test_all_sidecars_gone_but_the_format_record_kept_is_damage_not_an_old_run(tmp_path):
+    from studylib import api
+    from studylib.training.adopt import main
+    store, out, _ = _finished(tmp_path)
+    for f in store.root.rglob(".*.sha256"):
+        f.unlink()
+    with pytest.raises(RunFileError, match=r"is missing in a run of format 2") as e:
+        api.load_run(out.run.path.name, store=store.root)
+    assert e.value.kind == "damaged"
+    assert main(["--trust", str(out.run.path)]) == 1 and _no_new_sidecars(store.root)
+
+
+def test_a_run_records_its_format_before_any_other_file(tmp_path):
+    from studylib.training.runstore import RUN_FORMAT, run_format
+    run = RunStore(tmp_path).run("r", {"a": 1})
+    assert run_format(tmp_path) == 0
+    run.open()
+    assert (run.path / ".run-format").read_text().split()[-1] == str(RUN_FORMAT) == "2"
+    assert run_format(run.path) == 2 and run_format(run.path / "config.json") == 2
+
+
+def test_the_adopt_command_prints_no_runtime_warning(tmp_path):
+    """Before: python -m studylib.training.runstore adopt always printed runpy's RuntimeWarning (the package
+    imports runstore before it runs as __main__)."""
+    store, first, _ = _legacy_store(tmp_path)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m", "studylib.training.adopt", "--trust",
+                           str(first.run.path)], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "RuntimeWarning" not in done.stderr and "checksums written" in done.stdout
 
 
 # ------------------------------------------------------------------------------ guards of the defences
@@ -311,6 +430,7 @@ def test_a_checkpoint_carrying_a_pickled_payload_is_refused_by_every_loading_pat
         run.load_tensor("weights.pt")
     for name in ("checkpoint.pt", "weights.pt", "config.json"):  # the previous format: adoption verifies by loading
         (run.path / f".{name}.sha256").unlink()
+    (run.path / ".run-format").unlink()
     with pytest.raises(RunFileError, match=r"weights.pt: does not load \(UnpicklingError"):
         adopt(run.path)
     with pytest.raises(Exception, match="Weights only load failed"):
@@ -354,11 +474,14 @@ def test_a_damaged_metrics_log_of_an_interrupted_run_heals_from_the_checkpoint(t
     assert steps == sorted(steps) and steps[-1] == 18
 
 
-def test_an_interrupted_run_of_the_previous_format_resumes_exactly(tmp_path):
-    """Its checkpoints (no sidecars) are verified by loading them weights-only, then training resumes."""
+def test_an_interrupted_run_of_the_previous_format_resumes_exactly_once_adopted(tmp_path):
+    """Its checkpoints (no sidecars) are refused until adopt --trust, then training resumes exactly."""
+    from studylib.training.adopt import main
     run = _interrupted(tmp_path)
-    for f in run.path.glob(".*.sha256"):
+    for f in [*run.path.glob(".*.sha256"), run.path / ".run-format"]:
         f.unlink()
-    with pytest.warns(UserWarning, match=r"older format without checksums; its configuration hash and \d+ file"):
-        weights = _weights(train(make(), _split(), _cfg(), RunStore(tmp_path / "store").run("r", {})))
+    with pytest.raises(RunFileError, match=r"before checksums.*adopt --trust"):
+        train(make(), _split(), _cfg(), RunStore(tmp_path / "store").run("r", {}))
+    assert main(["--trust", str(run.path)]) == 0
+    weights = _weights(train(make(), _split(), _cfg(), RunStore(tmp_path / "store").run("r", {})))
     assert all(torch.equal(weights[k], v) for k, v in _clean_weights(tmp_path).items())
