@@ -1,5 +1,8 @@
 """The study's notebooks by name, for the ``./study`` script: ``list`` (one line each on what it reproduces)
-and ``resolve`` (a misspelt name gets "did you mean").
+and ``resolve`` (a misspelt name gets "did you mean"); and what keeps the committed notebooks clean: one
+kernelspec everywhere (:data:`KERNELSPEC`, installed by ``install-jupyter``), a JupyterLab server hook that never
+saves a committed notebook (:func:`refuse_committed_save`), and ``check-committed`` (each committed notebook is
+one complete run with that kernelspec).
 
 ``python -m studylib.notebooks list`` prints ``NAME  TITLE`` per notebook (the title is the notebook's first
 heading); ``python -m studylib.notebooks resolve NAME...`` prints each name as a notebook of ``notebooks/``
@@ -187,20 +190,147 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def clean_executed(path: Path) -> None:
     """What ``./study reference`` does to a freshly executed notebook: :func:`strip_stale_widgets`, then
-    :func:`strip_injected_parameters`."""
+    :func:`strip_injected_parameters`, then :func:`set_kernelspec`."""
     strip_stale_widgets(path)
     strip_injected_parameters(path)
+    set_kernelspec(path)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Notebooks that open clean (issue 28): one kernelspec everywhere, committed notebooks never saved half-run
+# ----------------------------------------------------------------------------------------------------------
+
+#: The study's kernel: ``./study setup`` installs it into the venv (:func:`install_jupyter`) and every committed
+#: notebook names it, so JupyterLab, which writes the kernelspec of the kernel it starts into the notebook,
+#: finds nothing to change on open (a different display name marked every notebook modified).
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (study)", "language": "python"}
+ALLOW_SAVE_ENV = "STUDYLIB_SAVE_COMMITTED"  # =1 before starting JupyterLab: save committed notebooks on purpose
+SAVE_HOOK = "studylib.notebooks.refuse_committed_save"
+
+
+def set_kernelspec(path: Path) -> bool:
+    """Write :data:`KERNELSPEC` into the notebook at ``path`` (nbformat's layout kept). True if it changed."""
+    text = path.read_text(encoding="utf-8")
+    nb = json.loads(text)
+    if nb.get("metadata", {}).get("kernelspec") == KERNELSPEC:
+        return False
+    nb.setdefault("metadata", {})["kernelspec"] = dict(KERNELSPEC)
+    out = json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False)
+    _write_atomic(path, out + "\n" if text.endswith("\n") else out)
+    return True
+
+
+def committed_problems(path: Path) -> list[str]:
+    """Why the notebook at ``path`` is not a committed notebook as ``./study reference`` writes it: another
+    kernelspec than :data:`KERNELSPEC`, or not one complete papermill run (a code cell that was not executed,
+    execution counts out of order, a cell papermill did not complete, an error output). A notebook saved
+    half-way through a run in JupyterLab fails here. [] when it is clean."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    out = []
+    spec = nb.get("metadata", {}).get("kernelspec")
+    if spec != KERNELSPEC:
+        out.append(f"kernelspec {spec} is not the study's {KERNELSPEC} (JupyterLab marks it modified on open)")
+    if (nb.get("metadata", {}).get("papermill") or {}).get("exception"):
+        out.append("papermill recorded an exception: the run failed")
+    last = 0
+    for i, cell in enumerate(nb.get("cells", [])):
+        if cell.get("cell_type") != "code":
+            continue
+        count = cell.get("execution_count")
+        status = (cell.get("metadata", {}).get("papermill") or {}).get("status")
+        if count is None:
+            out.append(f"cell {i} was not executed (no execution count): a half-run notebook")
+        elif count <= last:
+            out.append(f"cell {i} has execution count {count} after {last}: cells ran out of order")
+        if status != "completed":
+            out.append(f"cell {i}: papermill status {status!r}, not 'completed'")
+        if any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
+            out.append(f"cell {i} holds an error output")
+        last = count if count is not None else last
+    return out
+
+
+def committed_notebook(os_path: str | Path) -> Path | None:
+    """The study checkout whose committed notebook ``os_path`` is (a file ``<checkout>/notebooks/*.ipynb`` that
+    git tracks there), or None (any other file, and every file when git cannot tell)."""
+    import subprocess
+    path = Path(os_path).resolve()
+    root = path.parent.parent
+    if path.suffix != ".ipynb" or path.parent.name != "notebooks" or not (root / "params").is_dir():
+        return None
+    try:
+        tracked = subprocess.run(["git", "-C", str(root), "ls-files", "--error-unmatch", "--",
+                                  str(path.relative_to(root))], capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return root if tracked.returncode == 0 else None
+
+
+def refuse_committed_save(model: dict, path: str, contents_manager: object, **kwargs: object) -> None:
+    """jupyter_server ``pre_save_hook`` (installed by :func:`install_jupyter`): refuse to save a committed
+    notebook of the study, with a message saying why and what to do instead.
+
+    The committed notebooks are written only by ``./study reference`` (one complete smoke run each); an
+    autosave while a user runs cells would replace one with a half-run state (issue 28: JupyterLab's autosave
+    deleted 694 lines of outputs of 00_quickstart). jupyter_server turns the ``HTTPError`` raised here into
+    the save's answer, so the file is never written; JupyterLab shows the message once and stops autosaving
+    that notebook. ``STUDYLIB_SAVE_COMMITTED=1`` in JupyterLab's environment allows saving on purpose."""
+    if model.get("type") != "notebook" or os.environ.get(ALLOW_SAVE_ENV, "") not in ("", "0"):
+        return
+    root_dir = getattr(contents_manager, "root_dir", ".")
+    os_path = Path(str(root_dir)) / str(path).lstrip("/")
+    if committed_notebook(os_path) is None:
+        return
+    from tornado.web import HTTPError
+    raise HTTPError(403, f"{path} is a committed notebook of the study: it is written only by ./study reference (one "
+                         f"complete run), so JupyterLab does not save it; a save now would commit a half-run "
+                         f"notebook. Keep your version with File > Save Notebook As... (e.g. under out/), or start "
+                         f"JupyterLab with {ALLOW_SAVE_ENV}=1 to edit it on purpose.")
+
+
+def install_jupyter(prefix: str | Path | None = None) -> list[Path]:
+    """Install the study's kernel (:data:`KERNELSPEC`, this Python) and the JupyterLab server setting that
+    refuses to save committed notebooks (:func:`refuse_committed_save`) into ``prefix`` (default: this venv,
+    ``sys.prefix``); what ``./study setup`` runs. Returns the files written."""
+    from ipykernel.kernelspec import install
+    prefix = Path(prefix or sys.prefix)
+    install(kernel_name=KERNELSPEC["name"], display_name=KERNELSPEC["display_name"], prefix=str(prefix))
+    config = prefix / "etc" / "jupyter" / "jupyter_server_config.d" / "studylib.json"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps({"ContentsManager": {"pre_save_hook": SAVE_HOOK}}, indent=1) + "\n"
+    if not config.exists() or config.read_text(encoding="utf-8") != text:
+        tmp_file = config.with_name(f".{config.name}.{os.getpid()}.tmp")
+        tmp_file.write_text(text, encoding="utf-8")
+        os.replace(tmp_file, config)
+    return [prefix / "share" / "jupyter" / "kernels" / KERNELSPEC["name"] / "kernel.json", config]
+
+
+def check_committed(paths: list[Path]) -> int:
+    """``python -m studylib.notebooks check-committed [FILE...]`` (default: every notebook of notebooks/):
+    print each problem of :func:`committed_problems`; exit status 1 if any."""
+    bad = 0
+    for path in paths or [notebooks_dir() / f"{n}.ipynb" for n in names()]:
+        for problem in committed_problems(Path(path)):
+            print(f"{path}: {problem}", file=sys.stderr)
+            bad = 1
+    return bad
 
 
 COMMANDS = {"strip-widgets": strip_stale_widgets, "strip-injected": strip_injected_parameters,
-            "clean-executed": clean_executed}
+            "clean-executed": clean_executed, "set-kernelspec": set_kernelspec}
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("list", "resolve", *COMMANDS):
+    if not argv or argv[0] not in ("list", "resolve", "install-jupyter", "check-committed", *COMMANDS):
         print("usage: python -m studylib.notebooks list | resolve NAME... | strip-widgets FILE... | "
-              "strip-injected FILE... | clean-executed FILE...", file=sys.stderr)
+              "strip-injected FILE... | clean-executed FILE... | set-kernelspec FILE... | install-jupyter [PREFIX] | "
+              "check-committed [FILE...]", file=sys.stderr)
         return 2
+    if argv[0] == "install-jupyter":
+        install_jupyter(argv[1] if len(argv) > 1 else None)
+        return 0
+    if argv[0] == "check-committed":
+        return check_committed([Path(a) for a in argv[1:]])
     if argv[0] in COMMANDS:
         for f in argv[1:]:
             COMMANDS[argv[0]](Path(f))
