@@ -1,8 +1,8 @@
 """The study's notebooks by name, for the ``./study`` script: ``list`` (one line each on what it reproduces)
 and ``resolve`` (a misspelt name gets "did you mean"); and what keeps the committed notebooks clean: one
-kernelspec everywhere (:data:`KERNELSPEC`, installed by ``install-jupyter``), a JupyterLab server hook that never
-saves a committed notebook (:func:`refuse_committed_save`), and ``check-committed`` (each committed notebook is
-one complete run with that kernelspec).
+kernelspec everywhere (:data:`KERNELSPEC`, installed by ``install-jupyter``), JupyterLab server settings under
+which a committed notebook opens read-only and is never saved (:mod:`studylib.jupyter`), and ``check-committed``
+(each committed notebook is one complete run with that kernelspec).
 
 ``python -m studylib.notebooks list`` prints ``NAME  TITLE`` per notebook (the title is the notebook's first
 heading); ``python -m studylib.notebooks resolve NAME...`` prints each name as a notebook of ``notebooks/``
@@ -205,7 +205,9 @@ def clean_executed(path: Path) -> None:
 #: finds nothing to change on open (a different display name marked every notebook modified).
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (study)", "language": "python"}
 ALLOW_SAVE_ENV = "STUDYLIB_SAVE_COMMITTED"  # =1 before starting JupyterLab: save committed notebooks on purpose
-SAVE_HOOK = "studylib.notebooks.refuse_committed_save"
+#: what install_jupyter writes into the venv's jupyter_server_config.json (studylib/jupyter.py)
+SERVER_CONFIG = {"ServerApp": {"contents_manager_class": "studylib.jupyter.StudyContentsManager"},
+                 "ContentsManager": {"pre_save_hook": "studylib.jupyter.refuse_committed_save"}}
 
 
 def set_kernelspec(path: Path) -> bool:
@@ -266,42 +268,28 @@ def committed_notebook(os_path: str | Path) -> Path | None:
     return root if tracked.returncode == 0 else None
 
 
-def refuse_committed_save(model: dict, path: str, contents_manager: object, **kwargs: object) -> None:
-    """jupyter_server ``pre_save_hook`` (installed by :func:`install_jupyter`): refuse to save a committed
-    notebook of the study, with a message saying why and what to do instead.
-
-    The committed notebooks are written only by ``./study reference`` (one complete smoke run each); an
-    autosave while a user runs cells would replace one with a half-run state (issue 28: JupyterLab's autosave
-    deleted 694 lines of outputs of 00_quickstart). jupyter_server turns the ``HTTPError`` raised here into
-    the save's answer, so the file is never written; JupyterLab shows the message once and stops autosaving
-    that notebook. ``STUDYLIB_SAVE_COMMITTED=1`` in JupyterLab's environment allows saving on purpose."""
-    if model.get("type") != "notebook" or os.environ.get(ALLOW_SAVE_ENV, "") not in ("", "0"):
-        return
-    root_dir = getattr(contents_manager, "root_dir", ".")
-    os_path = Path(str(root_dir)) / str(path).lstrip("/")
-    if committed_notebook(os_path) is None:
-        return
-    from tornado.web import HTTPError
-    raise HTTPError(403, f"{path} is a committed notebook of the study: it is written only by ./study reference (one "
-                         f"complete run), so JupyterLab does not save it; a save now would commit a half-run "
-                         f"notebook. Keep your version with File > Save Notebook As... (e.g. under out/), or start "
-                         f"JupyterLab with {ALLOW_SAVE_ENV}=1 to edit it on purpose.")
-
-
 def install_jupyter(prefix: str | Path | None = None) -> list[Path]:
-    """Install the study's kernel (:data:`KERNELSPEC`, this Python) and the JupyterLab server setting that
-    refuses to save committed notebooks (:func:`refuse_committed_save`) into ``prefix`` (default: this venv,
-    ``sys.prefix``); what ``./study setup`` runs. Returns the files written."""
+    """Install the study's kernel (:data:`KERNELSPEC`, this Python) and the JupyterLab server settings that keep
+    committed notebooks as ``./study reference`` wrote them (:data:`SERVER_CONFIG`, :mod:`studylib.jupyter`:
+    they open read-only, and the server refuses to save them) into ``prefix`` (default: this venv,
+    ``sys.prefix``); what ``./study setup`` runs. Other settings of the config file are kept. Returns the
+    files written."""
     from ipykernel.kernelspec import install
     prefix = Path(prefix or sys.prefix)
     install(kernel_name=KERNELSPEC["name"], display_name=KERNELSPEC["display_name"], prefix=str(prefix))
-    config = prefix / "etc" / "jupyter" / "jupyter_server_config.d" / "studylib.json"
+    # the server's own config file in the venv (the jupyter_server_config.d/ folders only enable extensions)
+    config = prefix / "etc" / "jupyter" / "jupyter_server_config.json"
     config.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps({"ContentsManager": {"pre_save_hook": SAVE_HOOK}}, indent=1) + "\n"
-    if not config.exists() or config.read_text(encoding="utf-8") != text:
-        tmp_file = config.with_name(f".{config.name}.{os.getpid()}.tmp")
-        tmp_file.write_text(text, encoding="utf-8")
-        os.replace(tmp_file, config)
+    try:
+        settings = json.loads(config.read_text(encoding="utf-8")) if config.exists() else {}
+    except ValueError:
+        settings = {}
+    settings = settings if isinstance(settings, dict) else {}
+    merged = {**settings, **{k: {**(settings.get(k) or {}), **v} for k, v in SERVER_CONFIG.items()}}
+    if merged != settings or not config.exists():
+        tmp = config.with_name(f".{config.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(merged, indent=1) + "\n", encoding="utf-8")
+        os.replace(tmp, config)
     return [prefix / "share" / "jupyter" / "kernels" / KERNELSPEC["name"] / "kernel.json", config]
 
 

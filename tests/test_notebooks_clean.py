@@ -66,8 +66,28 @@ def test_setup_installs_the_one_kernelspec_and_the_save_hook(tmp_path):
     assert kernel["display_name"] == KERNELSPEC["display_name"] and kernel["language"] == "python"
     assert kernel["argv"][0] == notebooks.sys.executable
     config = json.loads(written[1].read_text())
-    assert written[1].parent.name == "jupyter_server_config.d"
-    assert config == {"ContentsManager": {"pre_save_hook": notebooks.SAVE_HOOK}}
+    assert written[1] == tmp_path / "etc" / "jupyter" / "jupyter_server_config.json"
+    assert config == notebooks.SERVER_CONFIG
+    written[1].write_text(json.dumps({"ServerApp": {"ip": "127.0.0.1"}}))  # a setting of the user's: kept
+    notebooks.install_jupyter(tmp_path)
+    assert json.loads(written[1].read_text()) == {
+        "ServerApp": {"ip": "127.0.0.1", **notebooks.SERVER_CONFIG["ServerApp"]},
+        "ContentsManager": notebooks.SERVER_CONFIG["ContentsManager"]}
+
+
+def test_a_jupyter_server_started_with_the_installed_config_has_the_hook(tmp_path, monkeypatch):
+    """The installed file is one jupyter_server reads (its .d folders only enable extensions)."""
+    from jupyter_server.serverapp import ServerApp
+    from studylib import jupyter
+    notebooks.install_jupyter(tmp_path)
+    monkeypatch.setenv("JUPYTER_CONFIG_PATH", str(tmp_path / "etc" / "jupyter"))
+    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(tmp_path / "user"))
+    app = ServerApp()
+    app.jpserver_extensions = {}
+    app.initialize(argv=["--allow-root", f"--ServerApp.root_dir={tmp_path}", "--ServerApp.open_browser=False"],
+                   find_extensions=False, new_httpserver=False)
+    assert app.contents_manager.pre_save_hook is jupyter.refuse_committed_save  # (no server was started)
+    assert type(app.contents_manager) is jupyter.StudyContentsManager
 
 
 @pytest.fixture
@@ -86,25 +106,35 @@ def checkout(tmp_path):
     return root
 
 
-def test_jupyter_server_refuses_to_save_a_committed_notebook(checkout, monkeypatch):
-    """Through jupyter_server's own contents manager, configured as install_jupyter configures it: a save of the
-    committed notebook is refused with 403 and the message, the file untouched; other notebooks save."""
+def test_jupyter_server_serves_committed_notebooks_read_only_and_refuses_to_save_them(checkout, monkeypatch):
+    """Through the contents manager the study installs: the committed notebook is served not writable (JupyterLab
+    opens it read-only: no autosave) and a save of it is refused with 403 and the message, the file untouched;
+    other notebooks are writable and save. The hook alone does the refusing for jupyter_server's own manager."""
+    import asyncio
     from jupyter_server.services.contents.filemanager import FileContentsManager
     from tornado.web import HTTPError
+    from studylib import jupyter
     monkeypatch.delenv(notebooks.ALLOW_SAVE_ENV, raising=False)
-    cm = FileContentsManager(root_dir=str(checkout), pre_save_hook=notebooks.SAVE_HOOK)
-    before = (checkout / "notebooks" / "a.ipynb").read_bytes()
-    model = cm.get("notebooks/a.ipynb")
+    hook = notebooks.SERVER_CONFIG["ContentsManager"]["pre_save_hook"]
+    cm = jupyter.StudyContentsManager(root_dir=str(checkout), pre_save_hook=hook)
+    a, b = "notebooks/a.ipynb", "notebooks/b.ipynb"
+    assert asyncio.run(cm.get(a))["writable"] is False and asyncio.run(cm.get(b))["writable"] is True
+    assert asyncio.run(cm.get(a, content=False))["writable"] is False
+    before = (checkout / a).read_bytes()
+    model = asyncio.run(cm.get(a))
     model["content"]["cells"].append({"cell_type": "code", "id": "x1", "source": "1", "metadata": {}, "outputs": [],
                                       "execution_count": None})
-    with pytest.raises(HTTPError) as err:
-        cm.save(model, "notebooks/a.ipynb")
-    assert err.value.status_code == 403 and "written only by ./study reference" in err.value.log_message
-    assert "Save Notebook As" in err.value.log_message
-    assert (checkout / "notebooks" / "a.ipynb").read_bytes() == before
-    cm.save(dict(model), "notebooks/b.ipynb")  # untracked: saved
-    assert len(json.loads((checkout / "notebooks" / "b.ipynb").read_text())["cells"]) == 1
-    cm.save(dict(model), "a.ipynb")  # outside notebooks/: saved
-    monkeypatch.setenv(notebooks.ALLOW_SAVE_ENV, "1")  # on purpose
-    cm.save(model, "notebooks/a.ipynb")
-    assert (checkout / "notebooks" / "a.ipynb").read_bytes() != before
+    for manager in (cm, FileContentsManager(root_dir=str(checkout), pre_save_hook=hook)):
+        with pytest.raises(HTTPError) as err:
+            result = manager.save(model, a)
+            asyncio.run(result) if asyncio.iscoroutine(result) else None
+        assert err.value.status_code == 403 and "written only by ./study reference" in err.value.log_message
+        assert "Save Notebook As" in err.value.log_message
+        assert (checkout / a).read_bytes() == before
+    asyncio.run(cm.save(dict(model), b))  # untracked: saved
+    assert len(json.loads((checkout / b).read_text())["cells"]) == 1
+    asyncio.run(cm.save(dict(model), "a.ipynb"))  # outside notebooks/: saved
+    monkeypatch.setenv(notebooks.ALLOW_SAVE_ENV, "1")  # on purpose: writable, and saved
+    assert asyncio.run(cm.get(a))["writable"] is True
+    asyncio.run(cm.save(model, a))
+    assert (checkout / a).read_bytes() != before
