@@ -9,8 +9,9 @@ every second meanwhile, so a half-run state would reach the disk if anything sav
 Ctrl+S says "read-only, use Save as", a save sent to the server directly is refused with its message, and the
 committed notebook's bytes are unchanged (they are restored, and the test fails, if not).
 
-It runs last in ./study test (tests/conftest.py), when the nbval of both notebooks has left their runs in the
-session's cache, so both notebooks load their runs instead of training. Skips with the reason when chromium,
+./study test runs it after the nbval of every notebook and the check scale (tests/conftest.py), when the nbval of
+both notebooks has left their runs in the session's cache, so both notebooks load their runs instead of
+training. Skips with the reason when chromium,
 chromedriver or selenium is missing (.ci/run installs chromium and chromium-driver with apt-get; ./study test the
 [browser] extra).
 """
