@@ -9,8 +9,12 @@
     pred = model.classify(support_images, support_labels, query_images, classifier="nearest_centroid")
     pred.labels, pred.probabilities
 
-* :func:`load_run` rebuilds the run's model (backbone, method and heads) from its ``config.json`` and loads its
-  final ``weights.pt``; :func:`load_weights` does it for a ``weights.pt`` file and the :class:`RunSpec` that
+* :func:`load_run` finds a run by its folder, its name or a prefix of it in the store, its display name
+  (``notebook · method · data · seed N``, :func:`studylib.results.identity`), or by what it is: a notebook's name
+  or number with ``method=``, ``data=`` (a folder's name or path, a data set's name, or the start of the content
+  hash) and ``seed=``. A call that fits several runs raises a ``LookupError`` of at most 10 lines listing them by
+  what differs, each with the exact call that loads it. It rebuilds the run's model (backbone, method and heads)
+  from its ``config.json`` and loads its final ``weights.pt``; :func:`load_weights` does it for a ``weights.pt`` file and the :class:`RunSpec` that
   trained it. The evaluation transform (resize to the training size, centre crop, the training split's
   normalisation) and the CL2N centre come from the run's ``inference.json``, written when the run is evaluated;
   for a run evaluated before that file existed, they are computed from the run's data set again (registered
