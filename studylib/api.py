@@ -4,12 +4,17 @@
 
     from studylib import api
     model = api.load_run("00_quickstart-nca-3f2a...")            # a run folder, its name in the store, or an Outcome
+    model = api.load_run("90_use_your_data", method="pn", data="my-images", seed=0)  # a run by what it is
     feats = model.embed("my_images/")                             # a folder, image files, or a uint8 tensor
     pred = model.classify(support_images, support_labels, query_images, classifier="nearest_centroid")
     pred.labels, pred.probabilities
 
-* :func:`load_run` rebuilds the run's model (backbone, method and heads) from its ``config.json`` and loads its
-  final ``weights.pt``; :func:`load_weights` does it for a ``weights.pt`` file and the :class:`RunSpec` that
+* :func:`load_run` finds a run by its folder, its name or a prefix of it in the store, its display name
+  (``notebook · method · data · seed N``, :func:`studylib.results.identity`), or by what it is: a notebook's name
+  or number with ``method=``, ``data=`` (a folder's name or path, a data set's name, or the start of the content
+  hash) and ``seed=``. A call that fits several runs raises a ``LookupError`` of at most 10 lines listing them by
+  what differs, each with the exact call that loads it. It rebuilds the run's model (backbone, method and heads)
+  from its ``config.json`` and loads its final ``weights.pt``; :func:`load_weights` does it for a ``weights.pt`` file and the :class:`RunSpec` that
   trained it. The evaluation transform (resize to the training size, centre crop, the training split's
   normalisation) and the CL2N centre come from the run's ``inference.json``, written when the run is evaluated;
   for a run evaluated before that file existed, they are computed from the run's data set again (registered
@@ -226,20 +231,95 @@ def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _differences(folders: list[Path]) -> str:
-    """``name: seed S, key=value ...`` per candidate: its seed and the parameters that differ between them."""
+def _differences(folders: list[Path]) -> list[str]:
+    """The configuration keys (flattened, ``train.lr``) whose values differ between the runs, seed left out."""
     flats = [_flat(_read_config(f)) for f in folders]
     keys = sorted({k for fl in flats for k in fl})
-    differ = [k for k in keys if k != "train.seed" and len({json.dumps(fl.get(k), sort_keys=True, default=str)
-                                                            for fl in flats}) > 1]
-    lines = []
-    for f, fl in zip(folders, flats):
-        diff = ", ".join(f"{k}={fl.get(k)!r}" for k in differ[:6])
-        lines.append(f"{f.name}: seed {fl.get('train.seed')}" + (f", {diff}" if diff else ""))
-    return "; ".join(lines)
+    return [k for k in keys if k not in ("train.seed", "method_options.seed") and len(
+        {json.dumps(fl.get(k), sort_keys=True, default=str) for fl in flats}) > 1]
 
 
-def _find_run(run: Any, store: Any, seed: int | None = None) -> Path:
+MAX_LISTED = 8  # candidates an ambiguity error lists (the message stays within 10 lines)
+
+
+def _call(run: Any, store: Any, **kw: Any) -> str:
+    args = [repr(str(run))] + [f"{k}={v!r}" for k, v in kw.items() if v is not None]
+    if store is not None:
+        args.append(f"store={str(_store_root(store))!r}")
+    return f"api.load_run({', '.join(args)})"
+
+
+def _data_arg(ident: Any, others: list[Any]) -> str:
+    """The shortest name of ``ident``'s data that no other candidate's data shares: its folder's name, else
+    its label (name and content hash)."""
+    label = ident.data
+    short = label.rsplit(" #", 1)[0] if " #" in label else label
+    if short and all(o.data == label or short.lower() not in (k.lower() for k in o.data_keys) for o in others):
+        return short
+    return label
+
+
+def _ambiguous(run: Any, store: Any, root: Path, matches: list[Path], asked: dict[str, Any]) -> LookupError:
+    """The error for a name that matches several runs: at most 10 lines, the candidates by what differs
+    (notebook, method, data, seed; else the parameters) and the exact call that loads each."""
+    from studylib.results import identity
+    ids = [identity(m) for m in matches]
+    order = sorted(range(len(ids)), key=lambda k: (ids[k].notebook, ids[k].method, ids[k].data,
+                                                   -1 if ids[k].seed is None else ids[k].seed, ids[k].folder))
+    ids, matches = [ids[k] for k in order], [matches[k] for k in order]
+    fields = [f for f in ("notebook", "method", "data", "seed") if len({getattr(i, f) for i in ids}) > 1]
+    keys = [tuple(getattr(i, f) for f in fields) for i in ids]
+    rest = _differences(matches) if len(set(keys)) < len(ids) else []
+    what = ", ".join([*fields, *([f"parameters ({', '.join(rest[:4])}{', ...' if len(rest) > 4 else ''})"]
+                                 if rest else [])]) or "nothing but their folders"
+    asked_text = "".join(f", {k}={v!r}" for k, v in asked.items() if v is not None)
+    lines = [f"{str(run)!r}{asked_text} names {len(matches)} runs in {root}; they differ in {what}:"]
+    for i, m, key in list(zip(ids, matches, keys))[:MAX_LISTED]:
+        label = " · ".join(f"seed {i.seed}" if f == "seed" else str(getattr(i, f)) for f in fields)
+        if fields and keys.count(key) == 1:
+            kw = {k: v for k, v in asked.items() if v is not None}
+            kw.update({f: getattr(i, f) for f in ("method", "seed") if f in fields})
+            if "data" in fields:
+                kw["data"] = _data_arg(i, [j for j in ids if j is not i])
+            call = _call(i.notebook if "notebook" in fields else run, store,
+                         **{k: kw.get(k) for k in ("method", "data", "seed")})
+        else:  # told apart only by other parameters: the run's folder
+            flat = _flat(_read_config(m))
+            label = ", ".join(filter(None, [label, *(f"{k}={flat.get(k)!r}" for k in rest[:2])])) or m.name
+            call = _call(m.name, store)
+        lines.append(f"  {label}: {call}")
+    if len(matches) > MAX_LISTED:
+        lines.append(f"  ... and {len(matches) - MAX_LISTED} more (./study results --per-seed lists them all)")
+    return LookupError("\n".join(lines))
+
+
+def _matches_data(path: Path, data: Any) -> bool:
+    """Whether the run at ``path`` trained on ``data``: a data set (its content hash), or a name (the folder's
+    name or path, a registered data set's name, or at least 6 leading hex digits of the content hash)."""
+    from studylib.results import identity
+    if isinstance(data, FewShotDataset):
+        digest = data.__dict__.get("_content_hash") or data.content_hash()
+        data.__dict__["_content_hash"] = digest
+        return (_read_config(path).get("data") or {}).get("content_sha256") == digest
+    want = str(data).strip().lower().lstrip("#")
+    keys = [k.lower() for k in identity(path).data_keys]
+    return any(want == k or (len(want) >= 6 and all(c in "0123456789abcdef" for c in want) and k.startswith(want))
+               or want == str(Path(k).resolve()).lower() for k in keys)
+
+
+def _readable(run: str) -> dict[str, Any] | None:
+    """``notebook · method · data · seed N`` (a run's display name, as ./study results shows it) as filters."""
+    parts = [p.strip() for p in str(run).split("·")]
+    if len(parts) != 4 or not parts[3].startswith("seed "):
+        return None
+    try:
+        seed = int(parts[3][5:])
+    except ValueError:
+        return None
+    return {"notebook": parts[0], "method": parts[1], "data": parts[2], "seed": seed}
+
+
+def _find_run(run: Any, store: Any, seed: int | None = None, method: str | None = None, data: Any = None) -> Path:
     if hasattr(run, "run") and hasattr(run, "spec"):  # an Outcome
         return Path(run.run.path)
     path = Path(run)
@@ -254,17 +334,36 @@ def _find_run(run: Any, store: Any, seed: int | None = None) -> Path:
     root = _store_root(store)
     if (root / str(run)).is_dir():
         return root / str(run)
-    matches = sorted(p for p in root.glob(f"{run}*") if p.is_dir() and not p.name.startswith(".")) \
+    readable = _readable(str(run))
+    prefix = readable["notebook"] if readable else str(run)
+    if readable:
+        seed = readable["seed"] if seed is None else seed
+        method = readable["method"] if method is None else method
+        data = readable["data"] if data is None else data
+    matches = sorted(p for p in root.glob(f"{prefix}*") if p.is_dir() and not p.name.startswith(".")) \
         if root.is_dir() else []
+    named = list(matches)
     if seed is not None:
         matches = [p for p in matches if (_read_config(p).get("train") or {}).get("seed") == seed]
+    if method is not None:
+        matches = [p for p in matches if str(_read_config(p).get("method", "")).lower() == str(method).lower()]
+    if data is not None and (not isinstance(data, FewShotDataset) or len(matches) > 1):
+        matches = [p for p in matches if _matches_data(p, data)]
     if len(matches) == 1:
         return matches[0]
+    asked = {"method": method, "data": data if not isinstance(data, FewShotDataset) else None, "seed": seed}
     if len(matches) > 1:
-        raise LookupError(f"{run!r} names {len(matches)} runs in {root}: {_differences(matches)}. Pass seed=... or "
-                          f"more of the folder name")
-    raise FileNotFoundError(f"no run {run!r}{'' if seed is None else f' with seed {seed}'} (a run folder, or a run "
-                            f"name or prefix in {root}); ./study results lists the runs")
+        raise _ambiguous(run if not readable else prefix, store, root, matches, asked)
+    what = ", ".join(f"{k}={v!r}" for k, v in asked.items() if v is not None)
+    there = ""
+    if named and what:  # the name exists: say what its runs are
+        from studylib.results import identity
+        ids = [identity(p) for p in named[:200]]
+        there = (f"; the runs of {prefix!r} have method {', '.join(sorted({i.method for i in ids}))}; data "
+                 f"{', '.join(sorted({i.data for i in ids}))}; seed "
+                 f"{', '.join(str(x) for x in sorted({i.seed for i in ids if i.seed is not None}))}")
+    raise FileNotFoundError(f"no run {str(run)!r}{' with ' + what if what else ''} (a run folder, or a run name or "
+                            f"prefix in {root}){there}; ./study results lists the runs")
 
 
 def spec_from_config(config: dict[str, Any], name: str = "run") -> Any:
@@ -308,23 +407,33 @@ def _model(spec: Any, weights: dict[str, torch.Tensor], stats: dict[str, Any], c
     return model
 
 
-def load_run(run: Any, store: Any = None, data: FewShotDataset | None = None,
-             device: str | torch.device = "cpu", seed: int | None = None) -> EmbeddingModel:
+def load_run(run: Any, store: Any = None, data: FewShotDataset | str | None = None,
+             device: str | torch.device = "cpu", seed: int | None = None,
+             method: str | None = None) -> EmbeddingModel:
     """A finished training run as an :class:`EmbeddingModel`.
 
+    ``api.load_run("90_use_your_data", method="pn", data="my-images", seed=0)`` picks one run of a notebook
+    by what it is; so does its display name from ``./study results`` or the notebook's runs table
+    (``"90_use_your_data · pn · my-images #4ee98151 · seed 0"``).
+
     Args:
-        run: a run folder, a run folder's name (or a unique prefix of it) in ``store``, or an ``Outcome``.
+        run: a run folder, a run folder's name or a prefix of it in ``store`` (a notebook's name or number
+            names all its runs), a run's display name, or an ``Outcome``.
         store: a :class:`RunStore` or folder (default: the study's run store).
-        data: the run's data set, needed only for runs on your own data that have no ``inference.json``.
+        data: which data the run trained on: a name (a folder's name or path, a registered data set's name, or
+            leading hex digits of the content hash ``./study results`` shows after ``#``), or the data set itself
+            (also needed for runs on your own data that have no ``inference.json``).
         device: where to run the model.
-        seed: the training seed, to pick one run of a name trained with several seeds.
+        seed: the training seed.
+        method: the method (``nca``, ``pn``, ``spe`` ...: the ``method`` column of ``./study results``).
 
     Raises:
-        LookupError: the name matches several runs (listed with their seeds and the parameters that differ).
+        LookupError: the name matches several runs: at most 10 lines listing them by what differs, each with
+            the exact call that loads it.
         FileNotFoundError: no such run, or a file that is not inside a run.
     """
     from studylib.training.runstore import CONFIG, WEIGHTS, Run, RunFileError
-    path = _find_run(run, store, seed)
+    path = _find_run(run, store, seed, method, data)
     r = Run(path, {})
     if not r.finished or not r.has(WEIGHTS):
         raise RunFileError(path, f"is not a finished training run (status {r.status}, "
@@ -334,6 +443,8 @@ def load_run(run: Any, store: Any = None, data: FewShotDataset | None = None,
     config = json.loads(r.read_bytes(CONFIG))
     record = json.loads(r.read_bytes("inference.json")) if r.has("inference.json") else None
     spec = spec_from_config(config, (record or {}).get("name", path.name.rsplit("-", 1)[0]))
+    if not isinstance(data, FewShotDataset):
+        data = None  # a name only chose the run
     if isinstance(data, FewShotDataset):
         from studylib.experiments.runner import DataSpec
         spec.data = DataSpec.of(data)

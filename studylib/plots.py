@@ -53,12 +53,35 @@ def image_grid(split: ImageSplit, classes: int = 12, per_class: int = 10, seed: 
                     ax.imshow(img[0].numpy(), cmap="gray_r" if img.float().mean() < 128 else "gray", vmin=0, vmax=255)
                 else:
                     ax.imshow(img.permute(1, 2, 0).numpy())
-        name = split.class_names[c]
-        axes[r, 0].text(-0.15, 0.5, name[:28], transform=axes[r, 0].transAxes, ha="right", va="center", fontsize=6)
+        axes[r, 0].text(-0.15, 0.5, class_label(split.class_names[c]), transform=axes[r, 0].transAxes, ha="right",
+                        va="center", fontsize=6)
     if title:
         fig.suptitle(title, fontsize=9)
     fig.subplots_adjust(wspace=0.05, hspace=0.05)
     return fig
+
+
+def class_label(name: str, width: int = 26) -> str:
+    """A class name whole, on lines of at most ``width`` characters (broken after ``/``, ``_`` or a space where
+    possible): Omniglot's ``Japanese_(hiragana)/character13`` and the glyph sets' long names stay readable
+    (they were cut at 28 characters)."""
+    import re
+    parts = [x for x in re.split(r"(?<=[/_ ])", str(name)) if x]
+    lines, line = [], ""
+    for part in parts:
+        while len(part) > width:  # a part longer than a line: broken where it must be
+            if line:
+                lines.append(line)
+                line = ""
+            lines.append(part[:width])
+            part = part[width:]
+        if len(line) + len(part) > width and line:
+            lines.append(line)
+            line = ""
+        line += part
+    if line:
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def training_curves(metrics: list[dict[str, Any]] | list[list[dict[str, Any]]], title: str = "",
@@ -94,7 +117,9 @@ def training_curves(metrics: list[dict[str, Any]] | list[list[dict[str, Any]]], 
     if ax[0].get_legend_handles_labels()[0]:
         ax[0].legend(fontsize=7)
     if has_val:
+        from matplotlib.ticker import MaxNLocator
         ax[1].set(xlabel="epoch", ylabel="accuracy (%)", title="validation few-shot accuracy (CI95 over episodes)")
+        ax[1].xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole numbers (were 1.0, 1.5, ...)
         if len(runs) > 1:
             ax[1].legend(fontsize=7)
     if title:
@@ -124,6 +149,58 @@ def accuracy_bars(rows: list[dict[str, Any]], group: str, hue: str, title: str =
         ax.axhline(100 * chance, color="grey", ls="--", lw=1, label="chance")
     ax.set_xticks(range(len(groups)), [str(g) for g in groups])
     ax.set(ylabel="accuracy (%)", title=title, ylim=(0, 105))
-    ax.legend(fontsize=7, loc="lower right")
+    # beside the axes, never over a bar (inside, "lower right" covered the last group's bars)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def _bar(e: Any, lo: float, hi: float) -> float | None:
+    """The error bar (in %) of an estimate, or None where it has no interval within ``[lo, hi]``."""
+    if e.lo < lo or e.hi > hi or (e.n_seeds >= 2 and e.ci95 == 0.0):
+        return None
+    return 100 * e.ci95
+
+
+def comparison_figure(rows: Sequence[Any], reference: str, title: str = "") -> plt.Figure:
+    """Methods compared on the same episodes: left, each method's accuracy per shot count with its 95% interval
+    over seeds; right, each method's paired difference to the ``reference`` method with its interval, a filled
+    marker where the study's rule decides it (hollow: undecided). A marked accuracy (``row.marked``: a test split
+    too small for an interval, or one beyond 0-100 %) is hollow; an interval beyond 0-100 % (or of no width over
+    several seeds) gets no bar.
+
+    ``rows``: objects with ``label``, ``reason`` (None when it ran), ``accuracy`` / ``difference`` / ``decided``
+    / ``marked`` dicts by shot count (:class:`studylib.experiments.use_your_data.ComparisonRow`); fractions."""
+    ran = [r for r in rows if r.reason is None]
+    shots = sorted({s for r in ran for s in r.accuracy})
+    ys = np.arange(len(ran))[::-1]
+    step = 0.8 / max(len(shots), 1)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 0.5 * len(ran) + 1.6), sharey=True)
+    for k, s in enumerate(shots):
+        colour = f"C{k}"
+        off = ((len(shots) - 1) / 2 - k) * step  # the first shot count on top
+        for y, r in zip(ys, ran):
+            acc, marked = r.accuracy.get(s), r.marked.get(s, False)
+            if acc is not None:
+                left.errorbar(100 * acc.value, y + off, xerr=_bar(acc, 0.0, 1.0), fmt="o", ms=5, color=colour,
+                              mfc="white" if marked else colour, capsize=3)
+            d = r.difference.get(s)
+            if d is not None:
+                decided = r.decided.get(s) is not None
+                right.errorbar(100 * d.value, y + off, xerr=_bar(d, -1.0, 1.0), fmt="s" if decided else "o", ms=5,
+                               color=colour, mfc=colour if decided else "white", capsize=3)
+    right.axvline(0, color="grey", lw=1)
+    left.set_yticks(ys, [r.label for r in ran])
+    left.set(xlabel="accuracy (%), mean ± 95% CI over seeds", title="accuracy")
+    right.set(xlabel=f"difference to {reference} (pts), paired", title=f"vs {reference}")
+    handles = [plt.Line2D([], [], marker="o", ls="-", color=f"C{k}", label=f"{s}-shot") for k, s in enumerate(shots)]
+    handles += [plt.Line2D([], [], marker="s", ls="", color="k", label="difference decided"),
+                plt.Line2D([], [], marker="o", ls="", color="k", mfc="white", label="undecided / marked †\n(hollow); "
+                                                                                   "no bar:\nno interval")]
+    right.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    for ax in (left, right):
+        ax.grid(axis="x", alpha=0.3)
+    if title:
+        fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig

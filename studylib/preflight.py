@@ -78,8 +78,8 @@ DATASET_SOURCES: dict[str, tuple[str, str]] = {
             "<data_root>/CUB_200_2011/{images/,images.txt,image_class_labels.txt,classes.txt}"),
 }
 FEWER_CLASSES = ("with fewer classes, train nothing: classify your images with a backbone trained elsewhere "
-                 "(studylib.api.load_run(...) then api.classify(run, support_files, labels, query_files); README: "
-                 "Your own images)")
+                 "(model = studylib.api.load_run(...), then model.classify(support_files, labels, query_files); "
+                 "README: Your own images)")
 
 
 @dataclass
@@ -323,6 +323,9 @@ def _check_folder(report: Report, v: dict[str, Any], given: set[str], root: Path
             check_episode(use, int(shots_of or 1), int(queries or 1), counts, f"{s} split", [c for c, _ in classes])
         except DataError as e:
             report.problems.append(Problem(f"{what}/eval_queries", str(e)))
+        caveat = getattr(module, "interval_caveat", None)  # a test split too small for an interval: said now
+        if s == "test" and caveat is not None and (why := caveat(k, use, int(v.get("eval_episodes") or 0))):
+            report.notes.append(f"warning: {why}")
 
 
 def _check_data(report: Report, v: dict[str, Any], given: set[str], module: Any = None) -> None:

@@ -1,22 +1,31 @@
 """Every run in the run store as a table: ``./study results`` (``python -m studylib.results``).
 
-By default the seeds of one configuration are **grouped**: one row per notebook, method, data set, parameters
-(all but the training seed) and evaluation protocol, with each headline accuracy as the mean over the seeds
-and its Student-t 95% interval over them (:func:`studylib.evaluation.stats.over_seeds`, the estimate every
-notebook reports; one seed falls back to its episode CI, as there), and ``n``, the number of seeds. The default
-table is long (one line per ``classifier/shots``) so that it fits an 80-100 column terminal; the parameters
-column is shortened to fit (``--csv``/``--json`` hold it whole).
+A run is named by what it is (:func:`identity`, :class:`RunName`): the notebook that trained it, its method, its
+data and its training seed, e.g. ``90_use_your_data · pn · my-images #4ee98151 · seed 0``. The data of a folder of
+your own images is its folder's name and the first 8 hex digits of its content hash (the run's configuration
+holds only the hash, so the same images reuse a run wherever they lie; the name comes from the run's
+``inference.json``); ``api.load_run`` accepts the name, or ``method=``, ``data=`` and ``seed=``.
 
-``--per-seed``: one row per evaluation of a trained run (a run trained but not evaluated, or still training,
-gets one row without accuracies): the notebook that made it, the method, the data set, the key parameters, the
-status (``running``: a live process holds the run's lock; ``interrupted``: a checkpoint and nobody training
-it; ``finished``; ``empty``/``damaged``), when it was created, the git commit and device that computed it, and
-the headline accuracies (mean ± 95% CI over that run's episodes per ``classifier/shots``).
+By default the seeds of one configuration are **grouped**: one row per notebook, method, data set, parameters
+(all but the training seed; BECLR's method-option seed, equal to it, goes too) and evaluation protocol, with
+each headline accuracy as the mean over the seeds and its Student-t 95% interval over them
+(:func:`studylib.evaluation.stats.over_seeds`, the estimate every notebook reports; one seed falls back to its
+episode CI, as there), and ``n``, the number of seeds. The default table is long (one line per
+``classifier/shots``) so that it fits an 80-100 column terminal; the parameters column is shortened to fit
+(``--csv``/``--json`` hold it whole).
+
+``--per-seed``: one entry per evaluation of a trained run (a run trained but not evaluated, or still training,
+gets one without accuracies), within 120 columns: a line with the notebook, method, data, seed and status
+(``running``: a live process holds the run's lock; ``interrupted``: a checkpoint and nobody training it;
+``finished``; ``empty``/``damaged``), then indented lines with when it was created, the git commit and device
+that computed it, its parameters and protocol, and its headline accuracies (mean ± 95% CI over that run's
+episodes per ``classifier/shots``).
 
 Filters: ``--notebook``, ``--data``, ``--method`` (substrings, case-insensitive; ``--notebook 00`` works).
 Exports: ``--csv FILE`` (one column per number: ``<classifier>/<shots> mean %`` and ``... ci95 %``) and
-``--latex FILE`` (a paper-style ``tabular``: ``mean $\\pm$ CI`` in %, over seeds by default). Percent
-everywhere. Reads only; never writes into the store.
+``--latex FILE``: paper tables, one per notebook, data set and protocol, with a row per method and a column per
+shot count (``mean $\\pm$ CI`` in %, over seeds) and a caption stating the shared setting; with
+``--per-seed`` one ``tabular`` of the runs. Percent everywhere. Reads only; never writes into the store.
 """
 
 from __future__ import annotations
@@ -57,6 +66,7 @@ class Row:
     seed: int | None = None  # the training seed
     config_key: str = ""  # the training configuration without its seed, for grouping (JSON)
     episodes: int = 0  # evaluation episodes
+    name: str = ""  # the display name: notebook · method · data · seed (:class:`RunName`)
 
     def accuracy_text(self) -> str:
         return ", ".join(f"{k} {100 * m:.1f}±{100 * c:.1f}" for k, (m, c) in self.accuracies.items())
@@ -83,16 +93,88 @@ def status_of(store: RunStore, info: RunInfo) -> str:
     return info.status
 
 
-def _data_text(cfg: dict[str, Any]) -> str:
+def data_label(cfg: dict[str, Any], record: dict[str, Any] | None = None) -> str:
+    """The data a run trained on, by name: a registered data set as ``name (folder) size px``; a folder of your
+    own images as its folder's name and the first 8 hex digits of its content hash (``my-images #4ee98151``);
+    in-memory data as its data set's name and hash. ``record``: the ``data`` entry of the run's
+    ``inference.json`` (where folder and in-memory runs keep their name; their configuration holds only the
+    hash). Without it (a run not evaluated yet, or evaluated before the record existed): ``own data #<hash>``."""
     data = cfg.get("data") or {}
     if "content_sha256" in data:
-        return f"own data (sha256 {str(data['content_sha256'])[:10]})"
+        digest = "#" + str(data["content_sha256"])[:8]
+        record = record or {}
+        root, dataset = record.get("root"), record.get("dataset")
+        if root:
+            return f"{Path(str(root)).name} {digest}"
+        if dataset and dataset not in ("memory", "folder"):
+            return f"{dataset} {digest}"
+        return f"own data {digest}"
     name = str(data.get("name", "?"))
     root = data.get("root")
     opts = data.get("options") or {}
     text = name + (f" ({Path(str(root)).name})" if root else "")
     size = opts.get("size")
     return text + (f" {size}px" if size else "")
+
+
+@dataclass(frozen=True)
+class RunName:
+    """What a run is, by name: the notebook that trained it, its method, its data (:func:`data_label`) and
+    training seed, and its folder in the store. ``text``: ``90_use_your_data · pn · my-images #4ee98151 · seed 0``."""
+
+    notebook: str
+    method: str
+    data: str
+    seed: int | None
+    folder: str
+    data_keys: tuple[str, ...] = ()  # what data= may name: folder name, path, data set name, content hash
+
+    @property
+    def text(self) -> str:
+        return f"{self.notebook} · {self.method} · {self.data} · seed {self.seed}"
+
+
+def _verified_json(path: Path) -> Any:
+    """The JSON file of a run when it verifies against its checksum, else None (reads only, as list_runs)."""
+    from studylib.training.runstore import _try_json
+    return _try_json(path)
+
+
+def _raw_json(path: Path) -> dict[str, Any]:
+    """A JSON file as it is, for a name only (a configuration without a valid checksum still names its run)."""
+    try:
+        out = json.loads(path.read_text(encoding="utf-8"))
+        return out if isinstance(out, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def identity(path: str | Path, config: dict[str, Any] | None = None,
+             training: dict[str, Any] | None = None) -> RunName:
+    """The :class:`RunName` of the run folder ``path`` from what the store records: ``config.json`` (method,
+    seed, data hash or registered data set), ``result.json`` (the notebook, from the training's provenance) and
+    ``inference.json`` (the data's name). ``config`` and ``training``: those files when already read."""
+    path = Path(path)
+    cfg = config if config is not None else (_verified_json(path / "config.json") or _raw_json(path / "config.json"))
+    train = training if training is not None else _verified_json(path / "result.json")
+    inference = _verified_json(path / "inference.json") if (path / "inference.json").exists() else None
+    record = (inference or {}).get("data") if isinstance(inference, dict) else None
+    notebook = str((train or {}).get("notebook") or "") or (
+        path.name.rsplit("-", 1)[0].split("-", 1)[0] if path.name[:2].isdigit() and path.name[2:3] == "_" else "-")
+    data = cfg.get("data") or {}
+    keys = [data_label(cfg, record)]
+    if "content_sha256" in data:
+        keys.append(str(data["content_sha256"]))
+    else:
+        keys.append(str(data.get("name", "")))
+    for root in (data.get("root"), (record or {}).get("root")):
+        if root:
+            keys += [str(root), Path(str(root)).name]
+    if (record or {}).get("dataset"):
+        keys.append(str(record["dataset"]))
+    seed = (cfg.get("train") or {}).get("seed")
+    return RunName(notebook, str(cfg.get("method", "?")), keys[0], seed, path.name,
+                   tuple(dict.fromkeys(k for k in keys if k)))
 
 
 def _params_text(cfg: dict[str, Any]) -> str:
@@ -137,6 +219,21 @@ def _protocol(cfg: dict[str, Any] | None) -> str:
             + (f" on {cfg['split']}" if cfg.get("split") not in (None, "test") else ""))
 
 
+def config_key(cfg: dict[str, Any]) -> str:
+    """The training configuration without its seed (JSON), the key that groups a configuration's seeds. A
+    method option ``seed`` equal to the training seed goes too (BECLR seeds its memory's clustering with it)."""
+    train = dict(cfg.get("train") or {})
+    seed = train.pop("seed", None)
+    opts = dict(cfg.get("method_options") or {})
+    if "seed" in opts and opts["seed"] == seed:
+        opts.pop("seed")
+    return json.dumps({**cfg, "train": train, "method_options": opts}, sort_keys=True, default=str)
+
+
+def _name(ident: RunName, notebook: str) -> str:
+    return RunName(notebook, ident.method, ident.data, ident.seed, ident.folder).text
+
+
 def rows(store: RunStore | None = None, notebook: str | None = None, data: str | None = None,
          method: str | None = None, status: str | None = None) -> list[Row]:
     """The table's rows, oldest run first, filtered by substrings of notebook, data set and method."""
@@ -146,22 +243,21 @@ def rows(store: RunStore | None = None, notebook: str | None = None, data: str |
         cfg = info.config or {}
         st = status_of(store, info)
         created = _dt.datetime.fromtimestamp(info.created).strftime("%Y-%m-%d %H:%M")
-        train = dict(cfg.get("train") or {})
-        seed = train.pop("seed", None)
-        key = json.dumps({**cfg, "train": train}, sort_keys=True, default=str)
-        base = dict(run=info.name, method=str(cfg.get("method", "?")), data=_data_text(cfg),
-                    params=_params_text(cfg), status=st, created=created, path=str(info.path), seed=seed,
-                    config_key=key)
+        ident = identity(info.path, cfg, info.training)
+        base = dict(run=info.name, method=ident.method, data=ident.data, params=_params_text(cfg), status=st,
+                    created=created, path=str(info.path), seed=ident.seed, config_key=config_key(cfg))
         if not info.evaluations:
             owner = lock_owner(store, info.name) if st == "running" else None
-            out.append(Row(notebook=_notebook_of(info, info.training, owner), commit=_commit(info.training),
-                           device=_device(info.training), **base))
+            nb = _notebook_of(info, info.training, owner)
+            out.append(Row(notebook=nb, commit=_commit(info.training), device=_device(info.training),
+                           name=_name(ident, nb), **base))
         for ev in info.evaluations:
             res = ev.get("result") or {}
-            out.append(Row(notebook=_notebook_of(info, res, info.training), commit=_commit(res or info.training),
+            nb = _notebook_of(info, res, info.training)
+            out.append(Row(notebook=nb, commit=_commit(res or info.training),
                            device=_device(res or info.training), protocol=_protocol(ev.get("config")),
                            accuracies=dict(sorted(ev["headline"].items())),
-                           episodes=int((ev.get("config") or {}).get("episodes") or 0), **base))
+                           episodes=int((ev.get("config") or {}).get("episodes") or 0), name=_name(ident, nb), **base))
 
     def keep(value: str, want: str | None) -> bool:
         return want is None or want.lower() in value.lower()
@@ -171,18 +267,37 @@ def rows(store: RunStore | None = None, notebook: str | None = None, data: str |
 
 
 COLUMNS = ("notebook", "method", "data", "params", "status", "created", "commit", "device")
+HEAD = ("notebook", "method", "data", "seed", "status")
 
 
-def text_table(table: list[Row]) -> str:
-    """A fixed-width table for the terminal (one line per row, accuracies last)."""
+def text_table(table: list[Row], width: int = 120) -> str:
+    """The per-seed table for the terminal, at most ``width`` columns: per run one line with its notebook,
+    method, data, seed and status, then, indented and wrapped, when it was created, the commit and device that
+    computed it, its parameters and protocol, and its accuracies (mean ± 95% CI over that run's episodes per
+    ``classifier/shots``)."""
+    import textwrap
     if not table:
         return "no runs"
-    head = [*COLUMNS, "protocol", "accuracy % ± 95% CI (classifier/shots)"]
-    body = [[getattr(r, c) for c in COLUMNS] + [r.protocol, r.accuracy_text()] for r in table]
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
-    widths[-1] = 0  # the last column is not padded
-    lines = ["  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip() for line in [head, *body]]
-    return "\n".join(lines)
+    cells = [[r.notebook, r.method, r.data, "-" if r.seed is None else str(r.seed), r.status] for r in table]
+    widths = [max(len(x[c]) for x in [list(HEAD), *cells]) for c in range(len(HEAD))]
+    over = sum(widths) + 2 * (len(widths) - 1) - width
+    if over > 0:  # the data column gives way (whole names on the lines below)
+        widths[2] = max(8, widths[2] - over)
+
+    def line(xs: list[str]) -> str:
+        return "  ".join(_fit(x, w).ljust(w) for x, w in zip(xs, widths)).rstrip()[:width]
+
+    def wrapped(text: str) -> list[str]:
+        return textwrap.wrap(text, width, initial_indent="    ", subsequent_indent="      ")
+
+    out = [line(list(HEAD))]
+    for r, c in zip(table, cells):
+        out.append(line(c))
+        out += wrapped(f"{r.created}, commit {r.commit}, {r.device}: {r.params}"
+                       + (f"; {r.protocol}" if r.protocol else ""))
+        if r.accuracies:
+            out += wrapped("  ".join(f"{k} {100 * m:.1f}±{100 * ci:.1f}" for k, (m, ci) in r.accuracies.items()))
+    return "\n".join(out)
 
 
 def _keys(table: list[Row]) -> list[str]:
@@ -218,17 +333,17 @@ def tex_escape(text: str) -> str:
 
 
 def to_latex(table: list[Row]) -> str:
-    """A LaTeX ``tabular`` (booktabs rules): notebook, method, data, parameters, status, then one column per
-    ``classifier/shots`` with ``mean $\\pm$ CI`` in %."""
+    """A LaTeX ``tabular`` of the runs (booktabs rules): notebook, method, data, seed, then one column per
+    ``classifier/shots`` with ``mean $\\pm$ CI`` in % (over that run's episodes)."""
     keys = _keys(table)
-    cols = ["Notebook", "Method", "Data", "Parameters", "Status", *keys]
-    lines = [r"\begin{tabular}{" + "l" * 5 + "c" * len(keys) + "}", r"\toprule",
+    cols = ["Notebook", "Method", "Data", "Seed", *keys]
+    lines = [r"\begin{tabular}{" + "l" * 3 + "r" + "c" * len(keys) + "}", r"\toprule",
              " & ".join(tex_escape(c) for c in cols) + r" \\", r"\midrule"]
     for r in table:
         accs = [f"${100 * r.accuracies[k][0]:.1f} \\pm {100 * r.accuracies[k][1]:.1f}$" if k in r.accuracies
                 else "--" for k in keys]
-        lines.append(" & ".join([*(tex_escape(x) for x in (r.notebook, r.method, r.data, r.params, r.status)),
-                                 *accs]) + r" \\")
+        lines.append(" & ".join([*(tex_escape(x) for x in (r.notebook, r.method, r.data)),
+                                 "--" if r.seed is None else str(r.seed), *accs]) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(lines) + "\n"
 
@@ -256,7 +371,7 @@ class Group:
 
 
 def _without_seed(params: str, seed: int | None) -> str:
-    return " ".join(w for w in params.split() if w != f"seed{seed}")
+    return " ".join(w for w in params.split() if w not in (f"seed{seed}", f"seed={seed}"))
 
 
 def group_rows(table: list[Row]) -> list[Group]:
@@ -339,22 +454,82 @@ def groups_csv(groups: list[Group]) -> str:
     return buf.getvalue()
 
 
+METHOD_NAMES = {"nca": "NCA", "pn": "PN", "mn": "MN", "ce": "CE", "spe": "SPE", "set2model": "Set2Model",
+                "infopatch": "InfoPatch", "beclr": "BECLR"}
+
+
+def _shots_of(key: str) -> tuple[str, str]:
+    clf, _, shots = key.rpartition("/")
+    return clf, shots
+
+
+def _caption(block: list[Group]) -> str:
+    """The setting every row of ``block`` shares, in a sentence: data, protocol, backbone and schedule, seeds."""
+    g = block[0]
+    common = [w for w in g.params.split() if all(w in h.params.split() for h in block)]
+    short = [w for w in common if w == common[0] or w[:2] in ("ep", "st") and w[2:3].isdigit()
+             or w.startswith("steps")]
+    ns = sorted({h.n for h in block})
+    seeds = (f"{ns[0]} training seed{'s' if ns[0] != 1 else ''}" if len(ns) == 1
+             else "$n$ training seeds")
+    interval = ("Student-t 95\\% interval over the seeds" if ns != [1] else "95\\% interval over one seed's episodes")
+    parts = [f"{tex_escape(g.data)}", tex_escape(g.protocol) if g.protocol else "",
+             tex_escape(" ".join(short)) if short else ""]
+    return (f"{g.notebook and tex_escape(g.notebook) + ': ' or ''}few-shot accuracy (\\%) on "
+            + ", ".join(x for x in parts if x) + f"; mean over {seeds} $\\pm$ {interval}.")
+
+
+def _row_labels(block: list[Group]) -> list[str]:
+    """Each row's method, with the parameters that tell it from another row of the same method."""
+    labels = []
+    for g in block:
+        name = METHOD_NAMES.get(g.method, g.method)
+        twins = [h for h in block if h.method == g.method and h is not g]
+        if twins:
+            own = [w for w in g.params.split() if any(w not in h.params.split() for h in twins)]
+            name += f" ({' '.join(own[:3]) + (' ...' if len(own) > 3 else '')})" if own else ""
+        labels.append(tex_escape(name))
+    return labels
+
+
 def groups_latex(groups: list[Group]) -> str:
-    """A paper-style LaTeX table of the grouped rows: method and data, then one column per ``classifier/shots``
-    with ``mean $\\pm$ CI`` (%, 95% interval over the n training seeds), booktabs rules."""
-    keys = sorted({k for g in groups for k in g.accuracies})
-    cols = ["Method", "Data", "Setting", "$n$", *keys]
-    lines = [r"\begin{tabular}{lll" + "c" + "c" * len(keys) + "}", r"\toprule",
-             " & ".join(c if c == "$n$" else tex_escape(c) for c in cols) + r" \\", r"\midrule"]
+    """Paper tables of the grouped rows: per notebook, data set and evaluation protocol one ``table`` with a
+    row per method and a column per shot count (grouped by classifier when there are several), each cell
+    ``mean $\\pm$ CI`` in % (Student-t 95% interval over the n training seeds; one seed: its episode
+    interval), booktabs rules, and a caption that states the shared setting (data, protocol, backbone,
+    schedule, seeds). Rows of one method that differ in other parameters name those parameters."""
+    blocks: dict[tuple[str, str, str], list[Group]] = {}
     for g in groups:
-        accs = [f"${100 * g.accuracies[k].value:.1f} \\pm {100 * g.accuracies[k].ci95:.1f}$"
-                if k in g.accuracies else "--" for k in keys]
-        lines.append(" & ".join([tex_escape(g.method), tex_escape(g.data), tex_escape(g.params), str(g.n), *accs])
-                     + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}",
-              "% accuracy in %: mean over n training seeds $\\pm$ Student-t 95% interval over them "
-              "(one seed: its episode interval)"]
-    return "\n".join(lines) + "\n"
+        if g.accuracies:
+            blocks.setdefault((g.notebook, g.data, g.protocol), []).append(g)
+    out = ["% ./study results --latex: accuracy in %, mean over training seeds $\\pm$ 95% interval (needs booktabs)"]
+    for block in blocks.values():
+        keys = sorted({k for g in block for k in g.accuracies}, key=lambda k: (_shots_of(k)[0],
+                                                                               int(_shots_of(k)[1] or 0)))
+        classifiers = list(dict.fromkeys(_shots_of(k)[0] for k in keys))
+        show_n = len({g.n for g in block}) > 1
+        lines = [r"\begin{table}[t]", r"\centering", r"\caption{" + _caption(block) + "}",
+                 r"\begin{tabular}{l" + ("r" if show_n else "") + "c" * len(keys) + "}", r"\toprule"]
+        lead = ["Method", *(["$n$"] if show_n else [])]
+        if len(classifiers) > 1:
+            top = [""] * len(lead)
+            rules, col = [], len(lead) + 1
+            for clf in classifiers:
+                k = sum(1 for key in keys if _shots_of(key)[0] == clf)
+                top.append(rf"\multicolumn{{{k}}}{{c}}{{{tex_escape(clf.replace('_', ' '))}}}")
+                rules.append(rf"\cmidrule(lr){{{col}-{col + k - 1}}}")
+                col += k
+            lines += [" & ".join(top) + r" \\", " ".join(rules)]
+        else:
+            lines[2] = lines[2][:-2] + f" Classifier: {tex_escape(classifiers[0].replace('_', ' '))}." + "}"
+        lines += [" & ".join([*lead, *(f"{_shots_of(k)[1]}-shot" for k in keys)]) + r" \\", r"\midrule"]
+        for g, label in zip(block, _row_labels(block)):
+            accs = [f"${100 * g.accuracies[k].value:.1f} \\pm {100 * g.accuracies[k].ci95:.1f}$"
+                    if k in g.accuracies else "--" for k in keys]
+            lines.append(" & ".join([label, *([str(g.n)] if show_n else []), *accs]) + r" \\")
+        lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+        out.append("\n".join(lines))
+    return "\n\n".join(out) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -371,8 +546,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latex", metavar="FILE", help="also write a LaTeX table (- for stdout): paper-style, over "
                                                     "seeds (per run with --per-seed)")
     ap.add_argument("--json", action="store_true", help="print the per-seed rows as JSON instead of the table")
-    ap.add_argument("--width", type=int, default=None, help="columns of the grouped table (default: the terminal's, "
-                                                            "at most 100)")
+    ap.add_argument("--width", type=int, default=None, help="columns of the table (default: the terminal's, at most "
+                                                            "100; --per-seed: 120)")
     ap.add_argument("--store", metavar="DIR", help="the run store (default: $STUDYLIB_CACHE/runs or .cache/runs)")
     args = ap.parse_args(argv)
     store = RunStore(args.store) if args.store else RunStore()
@@ -394,8 +569,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps([r.__dict__ for r in table], indent=1))
     elif not exported:
         if groups is None:
+            import shutil
+            width = args.width or min(120, shutil.get_terminal_size((120, 24)).columns)
             print(f"run store {store.root}: {len(table)} row(s)", file=sys.stderr)
-            print(text_table(table))
+            print(text_table(table, width))
         else:
             import shutil
             width = args.width or min(100, shutil.get_terminal_size((100, 24)).columns)

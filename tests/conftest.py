@@ -58,12 +58,21 @@ def repo() -> Path:
 CHECK_SCALE = "tests/test_check_scale.py::"
 
 
+BROWSER_TEST = "test_jupyterlab_browser.py"
+
+
 def pytest_collection_modifyitems(config, items):
     """The long units first: the notebooks' nbval, then the check scale, then the unit-test files (a stable sort,
     so the cells of a notebook keep their order), so that the two workers end together on short units instead of
-    one worker finishing a notebook alone (``./study test`` runs ``--no-loadscope-reorder``)."""
-    def rank(item) -> int:
+    one worker finishing a notebook alone (``./study test`` runs ``--no-loadscope-reorder``). The JupyterLab
+    browser test comes after the check scale, before the unit-test files: by then the nbval of notebooks 00 and
+    90 has left their runs in the session's cache (the notebooks it runs in the browser load them instead of
+    training; a run still training elsewhere is waited for through its lock), and the other worker works
+    through the unit tests meanwhile."""
+    def rank(item) -> float:
         path = Path(str(item.fspath))
+        if path.name == BROWSER_TEST:
+            return 1.5
         return 0 if path.suffix == ".ipynb" else 1 if path.name == "test_check_scale.py" else 2
 
     items.sort(key=rank)

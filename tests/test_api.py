@@ -190,11 +190,12 @@ def test_load_run_searches_the_given_store_takes_a_file_and_a_seed(trained, tmp_
         cfg = json.loads((other / "config.json").read_text())
         cfg["train"].update(seed=7, lr=0.1)
         (other / "config.json").write_text(json.dumps(cfg))
-        with pytest.raises(LookupError, match=rf"'t-' names 2 runs in {store.root}: {name}: seed 0, train.lr=0.05; "
-                                              rf"t-ffffffffffff: seed 7, train.lr=0.1\. Pass seed="):
+        with pytest.raises(LookupError, match=rf"'t-' names 2 runs in {store.root}; they differ in seed:\n"
+                                              rf"  seed 0: api\.load_run\('t-', seed=0, store='{store.root}'\)\n"
+                                              rf"  seed 7: api\.load_run\('t-', seed=7, store='{store.root}'\)$"):
             api.load_run("t-", store)
         assert api.load_run("t-", store, seed=0).path == outcome.run.path
-        with pytest.raises(FileNotFoundError, match="no run 't-' with seed 3"):
+        with pytest.raises(FileNotFoundError, match=r"no run 't-' with seed=3 .*; the runs of 't-' have method nca; data tiny #[0-9a-f]{8}; seed 0, 7;"):
             api.load_run("t-", store, seed=3)
     finally:
         shutil.rmtree(other)

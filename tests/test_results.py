@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -44,7 +45,7 @@ def test_rows_show_status_provenance_and_accuracies(store):
     table = results.rows(store)
     assert [r.status for r in table] == ["finished", "interrupted"]
     done, cut = table
-    assert done.notebook == "00_quickstart" and done.method == "nca" and done.data.startswith("own data (sha256 ")
+    assert done.notebook == "00_quickstart" and done.method == "nca" and re.fullmatch(r"tiny #[0-9a-f]{8}", done.data)
     assert "conv4" in done.params and "seed0" in done.params and done.device == "cpu"
     assert done.commit != "" and done.created[:2] == "20" and done.protocol.startswith("5-way 3q 20 ep")
     assert set(done.accuracies) == {"nearest_centroid/1", "nearest_centroid/2", "knn/1", "knn/2"}
@@ -78,7 +79,7 @@ def test_csv_and_latex_exports(store, tmp_path):
                                                                        rel=1e-3)
     assert rows[1]["nearest_centroid/1 mean %"] == "" and rows[0]["seed"] == "0"
     tex = results.to_latex(table)
-    assert tex.startswith(r"\begin{tabular}{lllll" + "cccc}") and r"00\_quickstart" in tex and r"\pm" in tex
+    assert tex.startswith(r"\begin{tabular}{lllr" + "cccc}") and r"00\_quickstart" in tex and r"\pm" in tex
     assert tex.count(r"\\") == 3 and tex.rstrip().endswith(r"\end{tabular}")
 
 
@@ -91,7 +92,10 @@ def test_cli_writes_files_and_never_writes_into_the_store(store, tmp_path):
     shown = subprocess.run([sys.executable, "-m", "studylib.results", "--store", str(store.root), "--notebook",
                             "quickstart", "--per-seed"], capture_output=True, text=True)
     assert shown.returncode == 0 and shown.stdout.splitlines()[0].startswith("notebook")
-    assert len(shown.stdout.splitlines()) == 2 and "nearest_centroid/1" in shown.stdout
+    # the run's line, then (indented) its provenance and setting, and its accuracies
+    lines = shown.stdout.splitlines()
+    assert lines[1].split() == ["00_quickstart", "nca", "tiny", lines[1].split()[3], "0", "finished"]
+    assert "nearest_centroid/1" in shown.stdout and all(x.startswith("    ") for x in lines[2:])
     assert sorted((p, p.stat().st_mtime_ns) for p in store.root.rglob("*")) == before
 
 
@@ -127,7 +131,8 @@ def test_seeds_are_grouped_with_the_t_interval_over_seeds(capsys):
     tex = results.groups_latex(groups)
     body = tex.split(r"\midrule")[1].split(r"\bottomrule")[0].strip().splitlines()
     assert len(body) == 2 and f"${100 * est.value:.1f} \\pm {100 * est.ci95:.1f}$" in body[0]
-    assert " & 3 & " in body[0] and body[1].endswith("& --" + r" \\")
+    # seeds differ between the rows: a column of n; the 5-shot cell of the one-seed row is empty
+    assert body[0].startswith("NCA (lr0.05) & 3 & ") and body[1].endswith("& --" + r" \\")
 
 
 def test_help_prints_percent_once(capsys):

@@ -328,13 +328,16 @@ def build_parts_from(spec: RunSpec, stats: dict[str, Any], train_labels: torch.T
 def save_inference_record(run: Run, spec: RunSpec, dataset: FewShotDataset,
                           cl2n_mean: torch.Tensor | None) -> None:
     """Write the training run's ``inference.json`` once (:mod:`studylib.api` rebuilds the model from it and
-    ``config.json`` without the data): :func:`data_stats`, the spec's ``name`` and the CL2N centre (the mean
+    ``config.json`` without the data): :func:`data_stats`, the spec's ``name``, the ``data`` it trained on by
+    name (``{"name", "root", "dataset"}``: the run's display name, :func:`studylib.results.identity`), the CL2N centre (the mean
     training feature the evaluation used, with its ``eval_mean_images``) and the :func:`preprocessing` record
     (how the training images were decoded; :mod:`studylib.api` decodes files the same way)."""
     if run.has(INFERENCE):
         return
     import json
     record = {**data_stats(dataset), "preprocessing": preprocessing(dataset), "name": spec.name,
+              # which data, by name (the configuration of folder and in-memory data holds only their hash)
+              "data": {"name": spec.data.name, "root": spec.data.root, "dataset": dataset.name},
               "cl2n": spec.eval.cl2n,
               "cl2n_mean_images": spec.eval.mean_images,
               "cl2n_mean": cl2n_mean.detach().float().cpu().tolist() if cl2n_mean is not None else None}

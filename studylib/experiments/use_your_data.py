@@ -8,12 +8,18 @@ split; ``'given'``: ``root/{train,val,test}/<class>/``; ``'alphabet'``: ``root/<
 The comparison (:func:`compare`, :func:`comparison_table`) trains every method of the study on the folder,
 each with its own objective and optimiser (:func:`method_recipe`) on the same backbone, epochs and training
 seeds, and evaluates all of them on the same test episodes (:func:`eval_spec`); a method that cannot train on
-the folder gets its reason (:func:`cannot_run`) instead of a silent drop.
+the folder gets its reason (:func:`cannot_run`) instead of a silent drop. Methods that are one function under the
+chosen settings train once and share a row (:func:`same_function`: PN and MN with 1-shot training episodes).
+Every difference to the reference method is a paired estimate over seeds, marked where the study's rule decides
+it (:func:`decided`); a test split too small for an interval is named before training (:func:`interval_caveat`,
+also in ``./study check``) and its rows are marked, as is any interval that reaches beyond 0-100 %;
+:func:`comparison_rows` holds it all for the table (:func:`comparison_table`) and the figure
+(:func:`studylib.plots.comparison_figure`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -334,50 +340,240 @@ def method_note(p: Params, method: str, dataset: Any) -> str:
     return ""
 
 
+def same_function(p: Params) -> dict[str, tuple[str, str]]:
+    """Methods of ``p.compare`` that are the same function as another one under these settings:
+    ``{method: (the method it equals, why)}``. Each trains once; they share one row.
+
+    * MN = PN with 1-shot training episodes: a class prototype of one support image is that image, so PN's
+      softmax over query-prototype distances is MN's over query-support distances (seed 000, Eq. L_PNs and
+      L_MNs; :func:`studylib.methods.episodes.episode_loss`).
+    """
+    out = {}
+    if p.episode_shots == 1 and "pn" in p.compare and "mn" in p.compare:
+        out["mn"] = ("pn", "with 1-shot training episodes MN's loss is PN's (the prototype of one image is the "
+                           "image), so MN is trained once, as PN")
+    return out
+
+
 def compare(p: Params, progress: bool = True) -> dict[str, list[Outcome] | str]:
     """Train (or load) every method of ``p.compare`` for every seed: ``{method: [outcome per seed]}``, or for a
     method that cannot train on this folder the reason (:func:`cannot_run`). Every run is evaluated on the same
-    test episodes (one :func:`eval_spec`), so differences are paired."""
+    test episodes (one :func:`eval_spec`), so differences are paired. A method that is the same function as
+    another (:func:`same_function`) is not trained again: it maps to that method's outcomes (the same list)."""
     dataset = load_data(p) if p.compare else None
+    same = same_function(p)
     reasons = {m: cannot_run(p, m, dataset) for m in p.compare}
-    runnable = [m for m in p.compare if reasons[m] is None]
+    runnable = [m for m in p.compare if reasons[m] is None and m not in same]
     specs = [spec_from_params(p, s, m) for m in runnable for s in p.seeds]
     outcomes = run_sweep(specs, progress=progress) if specs else []
     n = len(p.seeds)
     done = {m: outcomes[i * n:(i + 1) * n] for i, m in enumerate(runnable)}
+    for m, (other, _) in same.items():
+        if reasons[m] is None:
+            done[m] = done[other]
     return {m: done[m] if reasons[m] is None else str(reasons[m]) for m in p.compare}
+
+
+MIN_EPISODES = 30  # fewer test episodes per seed: the normal interval over episodes is not to be trusted
+MARK = "†"  # a marked interval: the note under the table says why
+
+
+def interval_caveat(test_classes: int, ways: int, episodes: int) -> str | None:
+    """Why this test split cannot give an accuracy an interval describes (None: it can). Said by the
+    pre-flight (``./study check``) and by the notebook before training, and marked in the table's rows.
+
+    * ``test_classes <= ways``: every ``ways``-way test episode draws the same classes, so the episodes do not
+      vary the classes; the accuracy and its interval describe those few classes, not new ones (with 9 classes
+      and ``split='random'``, 2 test classes: intervals of +-30 to +-55 points and 100.0 +- 0.0 were printed).
+    * ``episodes < MIN_EPISODES``: too few test episodes per seed for the normal interval over episodes.
+    """
+    why = []
+    if test_classes <= ways:
+        fix = "add classes" + (f", or lower eval_ways below {test_classes}" if test_classes > 2 else "")
+        why.append(f"the test split has {test_classes} classes, so every {ways}-way test episode draws the same "
+                   f"{test_classes}: the accuracies describe these {test_classes} classes, not new ones, and their "
+                   f"intervals do not generalise ({fix})")
+    if episodes < MIN_EPISODES:
+        why.append(f"{episodes} test episodes per seed are too few for an interval over episodes (at least "
+                   f"{MIN_EPISODES}: raise eval_episodes)")
+    return "; ".join(why) or None
+
+
+def caveat_of(p: Params, dataset: Any) -> str | None:
+    """:func:`interval_caveat` of the folder's test split under ``p``."""
+    return interval_caveat(int(dataset["test"].num_classes), p.eval_ways, p.eval_episodes)
+
+
+def split_report(p: Params, dataset: Any) -> str:
+    """One line before training: whether the test split supports an interval (:func:`caveat_of`)."""
+    caveat = caveat_of(p, dataset)
+    if caveat:
+        return f"warning: {caveat}. The tables below mark these intervals ({MARK})."
+    k = int(dataset["test"].num_classes)
+    return (f"test split: {k} classes for {p.eval_ways}-way episodes, {p.eval_episodes} episodes per seed: the "
+            f"intervals below describe new classes of this kind")
+
+
+def comparison_figure(p: Params, by_method: dict[str, list[Outcome] | str], dataset: Any = None) -> Any:
+    """:func:`studylib.plots.comparison_figure` of :func:`comparison_rows` (the reference: the first method)."""
+    from studylib import plots
+    rows, _ = comparison_rows(p, by_method, dataset)
+    reference = next((r.label for r in rows if r.reason is None), "")
+    return plots.comparison_figure(rows, reference, title=f"methods on your folder, {p.eval_ways}-way, nearest "
+                                                          f"centroid ({p.scale})")
+
+
+def decided(differences: list[stats.Estimate]) -> list[str | None]:
+    """Which paired differences the study's rule decides: ``"higher"`` or ``"lower"`` (than the reference), or
+    None. The rule of the claims tables: a directional verdict (:func:`studylib.evaluation.verdicts.greater` /
+    ``less``: at least 2 seeds, the 95% interval excludes 0, the seed spread below the effect) that also passes
+    the Benjamini-Hochberg correction over all the differences of the table at the stability level
+    (:func:`studylib.evaluation.verdicts.with_fdr`). The one place the comparison calls the verdict rules."""
+    from studylib.evaluation import verdicts
+    pvalues = [stats.p_value(d) for d in differences]
+    tested = [k for k, pv in enumerate(pvalues) if pv is not None]
+    qvalues = dict(zip(tested, stats.bh_qvalues([pvalues[k] for k in tested])))
+    out: list[str | None] = []
+    for k, d in enumerate(differences):
+        word = None
+        for direction, rule in (("higher", verdicts.greater), ("lower", verdicts.less)):
+            verdict, reason = verdicts.with_fdr(*rule(d), qvalues.get(k))
+            if verdict == verdicts.REPRODUCED:
+                word = direction
+        out.append(word)
+    return out
+
+
+@dataclass
+class ComparisonRow:
+    """One method's row of the comparison: its label, seeds, and per shot count its accuracy, its paired
+    difference to the reference method (None for the reference itself), whether the rule decides that
+    difference (``"higher"``/``"lower"``/None) and whether its interval is marked (out of 0-100 % or a test
+    split too small for an interval). ``reason``: why a method could not run (then nothing else is set)."""
+
+    method: str
+    label: str
+    seeds: int = 0
+    accuracy: dict[int, stats.Estimate] = field(default_factory=dict)
+    difference: dict[int, stats.Estimate | None] = field(default_factory=dict)
+    decided: dict[int, str | None] = field(default_factory=dict)
+    marked: dict[int, bool] = field(default_factory=dict)
+    train_seconds: float | None = None
+    note: str = ""
+    reason: str | None = None
+
+
+def _joined_label(methods: list[str]) -> str:
+    """``"PN (000)"``, or for methods that are one function ``"PN = MN (000)"`` (their shared seed paper)."""
+    names, papers = [], []
+    for m in methods:
+        label = METHOD_LABELS.get(m, m)
+        name, _, paper = label.partition(" (")
+        names.append(name)
+        papers.append(paper)
+    return " = ".join(names) + (f" ({papers[0]}" if len(set(papers)) == 1 and papers[0] else "")
+
+
+def _unbounded(e: stats.Estimate, lo: float, hi: float) -> bool:
+    """An interval that leaves ``[lo, hi]`` or has no width over several seeds (every query right or wrong)."""
+    return e.lo < lo or e.hi > hi or (e.n_seeds >= 2 and e.ci95 == 0.0)
+
+
+def comparison_rows(p: Params, by_method: dict[str, list[Outcome] | str], dataset: Any = None
+                    ) -> tuple[list[ComparisonRow], str | None]:
+    """The comparison as rows (:class:`ComparisonRow`, one per method; methods of one function share one) and
+    the caveat of the test split (:func:`caveat_of`, None without ``dataset``). The reference is the first
+    method that ran; nearest-centroid accuracies; differences paired by seed and episode."""
+    ran = {m: outs for m, outs in by_method.items() if not isinstance(outs, str)}
+    first = next(iter(ran), None)
+    caveat = caveat_of(p, dataset) if dataset is not None else None
+    same = {m: other for m, (other, _) in same_function(p).items() if m in ran and other in ran
+            and ran[m] is ran[other]}
+    rows: list[ComparisonRow] = []
+    for m, outs in by_method.items():
+        if m in same:
+            continue
+        merged = [k for k, other in same.items() if other == m]
+        label = _joined_label([m, *merged])
+        if isinstance(outs, str):
+            rows.append(ComparisonRow(m, label, reason=outs))
+            continue
+        row = ComparisonRow(m, label, seeds=len(outs))
+        for s in sorted(p.eval_shots):
+            acc = accuracy(outs, "nearest_centroid", s)
+            row.accuracy[s] = acc
+            row.marked[s] = caveat is not None or _unbounded(acc, 0.0, 1.0)
+            row.difference[s] = None if m == first else stats.paired_difference(
+                [o.accuracies("nearest_centroid", s) for o in outs],
+                [o.accuracies("nearest_centroid", s) for o in ran[first]])
+        secs = [o.result.get("train_seconds") for o in outs]
+        row.train_seconds = round(sum(secs) / len(secs), 1) if secs and None not in secs else None
+        notes = [method_note(p, m, dataset) if dataset is not None else ""]
+        notes += [same_function(p)[k][1] for k in merged]
+        row.note = "; ".join(x for x in notes if x)
+        rows.append(row)
+    # the family the rule decides: every difference with an interval (a marked one decides nothing)
+    keys = [(r, s) for r in rows for s, d in r.difference.items() if d is not None and not r.marked[s]]
+    for (r, s), word in zip(keys, decided([r.difference[s] for r, s in keys])):
+        r.decided[s] = word
+    return rows, caveat
 
 
 def comparison_table(p: Params, by_method: dict[str, list[Outcome] | str],
                      dataset: Any = None) -> list[dict[str, Any]]:
-    """One row per method: nearest-centroid accuracy per shot count (mean ± 95% CI over seeds, %), the paired
-    difference to the first method that ran, the mean training time per run (s, as measured when it trained),
-    and a note (:func:`method_note`; for a method that could not run, why)."""
-    rows = []
-    ran = {m: outs for m, outs in by_method.items() if not isinstance(outs, str)}
-    first = next(iter(ran), None)
-    for m, outs in by_method.items():
-        row: dict[str, Any] = {"method": METHOD_LABELS.get(m, m)}
-        if isinstance(outs, str):
+    """One row per method (:func:`comparison_rows`): nearest-centroid accuracy per shot count (mean ± 95% CI over
+    seeds, %), the paired difference to the first method that ran (``(higher, decided)`` where the study's rule
+    decides it: :func:`decided`), the mean training time per run (s, as measured when it trained), and a note
+    (:func:`method_note`; the methods a row stands for; for a method that could not run, why). A marked interval
+    (:data:`MARK`) is one the test split cannot support (:func:`interval_caveat`) or that reaches beyond
+    0-100 %: such a cell shows the mean only, ``87.0 (no interval)†``."""
+    rows, _ = comparison_rows(p, by_method, dataset)
+    first = next((r.method for r in rows if r.reason is None), None)
+    out = []
+    for r in rows:
+        row: dict[str, Any] = {"method": r.label}
+        if r.reason is not None:
             row.update({"seeds": 0, **{f"{s}-shot (%)": "not run" for s in sorted(p.eval_shots)},
                         **{f"{s}-shot vs {first} (pts)": "-" for s in sorted(p.eval_shots)},
-                        "train s/run": None, "note": f"cannot run: {outs}"})
-            rows.append(row)
+                        "train s/run": None, "note": f"cannot run: {r.reason}"})
+            out.append(row)
             continue
-        row["seeds"] = len(outs)
+        row["seeds"] = r.seeds
         for s in sorted(p.eval_shots):
-            row[f"{s}-shot (%)"] = accuracy(outs, "nearest_centroid", s).fmt()
-            if m == first:
-                row[f"{s}-shot vs {first} (pts)"] = "(reference)"
+            acc = r.accuracy[s]
+            if _unbounded(acc, 0.0, 1.0):
+                row[f"{s}-shot (%)"] = f"{100 * acc.value:.1f} (no interval){MARK}"
             else:
-                diff = stats.paired_difference([o.accuracies("nearest_centroid", s) for o in outs],
-                                               [o.accuracies("nearest_centroid", s) for o in ran[first]])
-                row[f"{s}-shot vs {first} (pts)"] = diff.fmt(signed=True)
-        secs = [o.result.get("train_seconds") for o in outs]
-        row["train s/run"] = round(sum(secs) / len(secs), 1) if secs and None not in secs else None
-        row["note"] = method_note(p, m, dataset) if dataset is not None else ""
-        rows.append(row)
-    return rows
+                row[f"{s}-shot (%)"] = acc.fmt() + (MARK if r.marked[s] else "")
+            d = r.difference[s]
+            if d is None:
+                row[f"{s}-shot vs {first} (pts)"] = "(reference)"
+            elif _unbounded(d, -1.0, 1.0):
+                row[f"{s}-shot vs {first} (pts)"] = f"{100 * d.value:+.1f} (no interval){MARK}"
+            else:
+                word = r.decided.get(s)
+                row[f"{s}-shot vs {first} (pts)"] = (d.fmt(signed=True) + (MARK if r.marked[s] else "")
+                                                     + (f" ({word}, decided)" if word else ""))
+        row["train s/run"] = r.train_seconds
+        row["note"] = r.note
+        out.append(row)
+    return out
+
+
+def comparison_notes(p: Params, by_method: dict[str, list[Outcome] | str], dataset: Any = None) -> str:
+    """The text under the comparison table: what a marked interval means here, and how differences are decided."""
+    rows, caveat = comparison_rows(p, by_method, dataset)
+    lines = []
+    if caveat:
+        lines.append(f"{MARK} every interval: {caveat}.")
+    elif any(v for r in rows for v in r.marked.values()):
+        lines.append(f"{MARK} an interval that would reach beyond 0-100 % (too few seeds or classes for a Student-t "
+                     f"interval here): only the mean is shown.")
+    lines.append("Differences are paired (the same test episodes per seed); '(higher, decided)' and '(lower, "
+                 "decided)' mark those the study's rule decides (95% interval over seeds excludes 0, seed spread "
+                 "below the effect, Benjamini-Hochberg q <= 0.01 over the table's differences); the others are "
+                 "undecided at this scale.")
+    return "\n".join(lines)
 
 
 def accuracy(outcomes: list[Outcome], classifier: str, shots: int) -> stats.Estimate:
@@ -492,4 +688,6 @@ def demo_summary(p: Params, pred: Any, truth: list[str], outcomes: list[Outcome]
 
 __all__ = ["Params", "NOTEBOOK", "run", "claims", "reference_values", "write_example_folder", "new_images",
            "results_table", "load_data", "data_root", "decode_mode", "demo_summary", "binomial_range", "compare",
-           "comparison_table", "method_recipe", "cannot_run", "method_note", "eval_spec", "COMPARE_METHODS", "METHOD_LABELS"]
+           "comparison_table", "comparison_rows", "comparison_notes", "ComparisonRow", "same_function", "decided",
+           "interval_caveat", "caveat_of", "split_report", "comparison_figure", "method_recipe", "cannot_run", "method_note", "eval_spec", "COMPARE_METHODS",
+           "METHOD_LABELS"]

@@ -16,7 +16,8 @@ and NumPy versions, device, CPU threads and instruction set); resuming under oth
 
 Divergence (a non-finite or exploding loss, a non-finite parameter or buffer) stops the run with
 :class:`Diverged` naming the step and the learning rate; nothing is stored as finished. TensorBoard scalars go
-to ``<run>/tb/`` when the ``tensorboard`` package is installed.
+to ``<run>/tb/`` when the ``tensorboard`` package is installed, with validation under ``val/`` and the run's
+hyperparameters in the HParams tab.
 
 Under torchrun the same loop trains data-parallel (:mod:`studylib.training.distributed`; the lines marked
 ``[dist]``); in one process those lines change nothing.
@@ -364,6 +365,8 @@ def _train(method: Method, train_split: ImageSplit, cfg: TrainConfig, run: Run,
     t_start = time.perf_counter()
     log_every = cfg.log_every or (1 if device.type == "cpu" else 50)
     tb = _tensorboard(run, pos.global_step) if distributed.is_main() else None  # [dist]
+    if tb is not None:
+        _tensorboard_hparams(tb, run, cfg, validate is not None)
     bar = progress_display.bar(total=total, initial=pos.global_step, desc=run.path.name,
                                enabled=cfg.progress and distributed.is_main())
     # Per-step values stay on the device until drain() reads a block of them in one transfer.
@@ -506,7 +509,7 @@ def _train(method: Method, train_split: ImageSplit, cfg: TrainConfig, run: Run,
             if tb is not None:
                 for k, v in epoch_row.items():
                     if k not in ("step", "epoch") and isinstance(v, (int, float)) and not isinstance(v, bool):
-                        tb.add_scalar(f"epoch/{k}", v, pos.global_step)
+                        tb.add_scalar(_tensorboard_tag(k), v, pos.global_step)
             pos.epoch += 1
             pos.step_in_epoch = 0
             pos.loss_sum, pos.n_sum = 0.0, 0
@@ -604,6 +607,38 @@ def _tensorboard(run: Run, step: int) -> Any:
     except Exception:  # an incompatible tensorboard: training goes on without it
         return None
     return SummaryWriter(str(run.path / TENSORBOARD), purge_step=step + 1 if step > 0 else None)
+
+
+def _tensorboard_tag(key: str) -> str:
+    """The TensorBoard tag of an epoch row's value: validation values under ``val/`` (``val_acc`` ->
+    ``val/acc``, ``val_ci95`` -> ``val/ci95``), the others under ``epoch/`` (``epoch/train_loss``)."""
+    return f"val/{key[4:]}" if key.startswith("val_") else f"epoch/{key}"
+
+
+def _tensorboard_hparams(tb: Any, run: Run, cfg: TrainConfig, validates: bool) -> None:
+    """The run's hyperparameters in TensorBoard's HParams tab, in the run's own event file: its configuration
+    (``config.json``: method, backbone, data, method and backbone options) and the training settings
+    (:func:`config_dict`), flattened to ``train.lr``, ``method_options.temperature``...; lists, ``None`` and
+    booleans as text. The metrics the tab shows against them: ``epoch/train_loss`` and, when the run validates,
+    ``val/acc``."""
+    import json
+    from torch.utils.tensorboard.summary import hparams
+
+    def flat(d: Any, prefix: str = "") -> dict[str, Any]:
+        if not isinstance(d, dict):
+            return {prefix: d}
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            out.update(flat(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+
+    values = {**flat({"train": config_dict(cfg)}), **flat(dict(run.config or {}))}
+    # numbers as numbers; booleans as True/False (torch's hparams() would store them as 1/0), the rest as text
+    values = {k: str(v) if isinstance(v, bool) else v if isinstance(v, (int, float, str))
+              else json.dumps(v, default=str) for k, v in sorted(values.items())}
+    metrics = {"epoch/train_loss": 0.0, **({"val/acc": 0.0} if validates else {})}
+    for summary in hparams(values, metrics):
+        tb.file_writer.add_summary(summary)
 
 
 def epoch_to_device(batches: Sequence[Batch], device: torch.device) -> list[Batch]:

@@ -147,18 +147,21 @@ def test_every_method_trains_and_is_evaluated_on_the_same_episodes(tmp_path, mon
     p.check()
     by_method = mod.compare(p, progress=False)
     assert list(by_method) == list(mod.COMPARE_METHODS)
-    assert len(drawn) == len(mod.COMPARE_METHODS) * len(p.seeds)  # one evaluation per run, in sweep order
+    trained = [m for m in mod.COMPARE_METHODS if m != "mn"]  # MN = PN with 1-shot episodes: trained once
+    assert by_method["mn"] is by_method["pn"]
+    assert len(drawn) == len(trained) * len(p.seeds)  # one evaluation per run, in sweep order
     for m, outs in by_method.items():
         assert [o.spec.train.seed for o in outs] == p.seeds, m
         assert all(o.result["train_seconds"] > 0 for o in outs), m
     n = len(p.seeds)
     for i in range(n):
         support, query = drawn[i]  # nca's run of seed i
-        for k in range(1, len(mod.COMPARE_METHODS)):
+        for k in range(1, len(trained)):
             s2, q2 = drawn[k * n + i]
-            assert torch.equal(support, s2) and torch.equal(query, q2), mod.COMPARE_METHODS[k]
+            assert torch.equal(support, s2) and torch.equal(query, q2), trained[k]
     rows = mod.comparison_table(p, by_method, mod.load_data(p))
-    assert [r["seeds"] for r in rows] == [2] * 7 and all(r["train s/run"] is not None for r in rows)
+    assert [r["method"] for r in rows][:2] == ["NCA (000)", "PN = MN (000)"]
+    assert [r["seeds"] for r in rows] == [2] * 6 and all(r["train s/run"] is not None for r in rows)
 
 
 def test_comparison_table_pairs_the_episodes_of_each_seed():
