@@ -424,24 +424,17 @@ def comparison_figure(p: Params, by_method: dict[str, list[Outcome] | str], data
 
 
 def decided(differences: list[stats.Estimate]) -> list[str | None]:
-    """Which paired differences the study's rule decides: ``"higher"`` or ``"lower"`` (than the reference), or
-    None. The rule of the claims tables: a directional verdict (:func:`studylib.evaluation.verdicts.greater` /
-    ``less``: at least 2 seeds, the 95% interval excludes 0, the seed spread below the effect) that also passes
-    the Benjamini-Hochberg correction over all the differences of the table at the stability level
-    (:func:`studylib.evaluation.verdicts.with_fdr`). The one place the comparison calls the verdict rules."""
+    """Which paired differences the study's rule decides: ``"higher"`` or ``"lower"`` (than the reference),
+    ``"same"`` (inside ±1 point: the no-effect test), or None. The rule of the claims tables
+    (:func:`studylib.evaluation.verdicts.judge_family`): each difference a directional claim, the table's
+    differences one family (Holm-adjusted p <= 0.01). The one place the comparison calls the verdict rules."""
     from studylib.evaluation import verdicts
-    pvalues = [stats.p_value(d) for d in differences]
-    tested = [k for k, pv in enumerate(pvalues) if pv is not None]
-    qvalues = dict(zip(tested, stats.bh_qvalues([pvalues[k] for k in tested])))
-    out: list[str | None] = []
-    for k, d in enumerate(differences):
-        word = None
-        for direction, rule in (("higher", verdicts.greater), ("lower", verdicts.less)):
-            verdict, reason = verdicts.with_fdr(*rule(d), qvalues.get(k))
-            if verdict == verdicts.REPRODUCED:
-                word = direction
-        out.append(word)
-    return out
+    claims = [verdicts.Claim(f"d{k}", "", "", "", "", verdicts.Expectation("greater"), d)
+              for k, d in enumerate(differences)]
+    judged = verdicts.judge_family(claims)
+    words = {verdicts.REPRODUCED: "higher", f"{verdicts.NOT_REPRODUCED} (reversed)": "lower",
+             f"{verdicts.NOT_REPRODUCED} (no effect)": "same"}
+    return [words.get(judged[c.id].label) for c in claims]
 
 
 @dataclass
@@ -569,10 +562,10 @@ def comparison_notes(p: Params, by_method: dict[str, list[Outcome] | str], datas
     elif any(v for r in rows for v in r.marked.values()):
         lines.append(f"{MARK} an interval that would reach beyond 0-100 % (too few seeds or classes for a Student-t "
                      f"interval here): only the mean is shown.")
-    lines.append("Differences are paired (the same test episodes per seed); '(higher, decided)' and '(lower, "
-                 "decided)' mark those the study's rule decides (95% interval over seeds excludes 0, seed spread "
-                 "below the effect, Benjamini-Hochberg q <= 0.01 over the table's differences); the others are "
-                 "undecided at this scale.")
+    lines.append("Differences are paired (the same test episodes per seed); '(higher, decided)', '(lower, "
+                 "decided)' and '(same, decided)' (inside ±1 point) mark those the study's rule decides (t-tests "
+                 "over seeds, Holm-adjusted p <= 0.01 over the table's differences); the others are undecided at "
+                 "this scale.")
     return "\n".join(lines)
 
 

@@ -94,7 +94,7 @@ def test_a_merged_row_an_unbounded_interval_and_a_decided_difference_are_marked(
     est = rows[2].accuracy[1]
     assert est.hi > 1.0  # what the table no longer prints
     notes = mod.comparison_notes(p, by, _test_split(6))
-    assert "beyond 0-100 %" in notes and "Benjamini-Hochberg" in notes
+    assert "beyond 0-100 %" in notes and "Holm-adjusted" in notes
 
 
 def test_a_test_split_as_small_as_the_episodes_marks_every_row_and_decides_nothing():
@@ -142,6 +142,8 @@ def test_decided_follows_the_rule_with_the_correction_over_the_table():
     assert 0.01 < stats.p_value(marginal) < 0.05 and marginal.lo > 0 and marginal.sd < marginal.value
     assert mod.decided([marginal]) == [None]
     assert mod.decided([effect([0.2])]) == [None]  # one seed decides nothing
+    same = effect([0.001, -0.001, 0.0005, -0.0005, 0.0, 0.0008, -0.0002, 0.0003])  # inside ±1 pt: no effect
+    assert mod.decided([same]) == ["same"]
 
 
 def test_the_comparison_figure_shows_every_method_and_its_paired_difference():
