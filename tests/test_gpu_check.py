@@ -14,8 +14,8 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
-STEPS = {"tests", "params", "notebook:90_use_your_data", "bench:nca", "bench:beclr", "bench:evaluator",
-         "bench:opta"}
+STEPS = {"tests", "params", "notebook:90_use_your_data", "bench:nca", "bench:beclr", "bench:conv4",
+         "bench:evaluator", "bench:opta"}
 
 
 def _gpu_check(out: Path, *args: str, **env: str) -> tuple[subprocess.CompletedProcess, dict, str]:
@@ -54,8 +54,23 @@ def test_tiny_cpu_plan_runs_every_step_and_writes_its_figures(tmp_path):
     f = rep["figures"]
     assert f["nca_project_over_official"] == pytest.approx(f["nca_project"] / f["nca_official"])
     for prec in ("bf16", "fp32"):
-        over = 100 * (f[f"beclr_{prec}_nodyce"] / f[f"beclr_{prec}_dyce"] - 1)
+        over = 100 * (f[f"beclr_{prec}_nodyce_project"] / f[f"beclr_{prec}_dyce_project"] - 1)
         assert f[f"beclr_{prec}_dyce_overhead_pct"] == pytest.approx(over)
+        share = 100 * (1 - f[f"beclr_{prec}_dyce_ceiling_eager"] / f[f"beclr_{prec}_nodyce_ceiling_eager"])
+        assert f[f"beclr_{prec}_ceiling_dyce_share_pct"] == pytest.approx(share)
+    # the ceiling row of every configuration: the loop as a fraction of the bare step, and the MFU from the
+    # FLOP counter and the matrix rate measured in the same run (the compiled bare step is CUDA's)
+    for step, key in (("nca", "nca"), ("beclr", "beclr_bf16_dyce"), ("conv4", "pn"), ("conv4", "spe"),
+                      ("conv4", "set2model")):
+        mu = steps[f"bench:{step}"]["figures"]["matrix_rate"]
+        assert mu["dtype"] == "float32" and f[f"{step}_matrix_tflops"] == pytest.approx(mu["flops"] / 1e12)
+        assert f[f"{key}_loop_over_ceiling_eager"] == pytest.approx(f[f"{key}_project"] / f[f"{key}_ceiling_eager"])
+        assert f[f"{key}_gflop_per_step"] > 0
+        row = next(r for r in steps[f"bench:{step}"]["figures"]["rows"] if r["key"] == f"{key}_project")
+        want = f[f"{key}_gflop_per_step"] * 1e9 * (f[f"{key}_project"] / row["batch"]) / mu["flops"]
+        assert f[f"{key}_mfu_loop"] == pytest.approx(want)
+        assert f"{key}_ceiling_compiled" not in f
+    assert "| nca_loop_over_ceiling_eager |" in md and "of the bare step's rate" in md
     ev = steps["bench:evaluator"]["figures"]
     assert ev["episodes"] == 50 and f["evaluator_speedup_cpu"] == pytest.approx(ev["numpy_loop_s"] / ev["batched_cpu_s"])
     assert 0.0 <= f["opta_cpu_agreement"] <= 1.0 and f["opta_cpu_batched_s"] > 0
@@ -110,12 +125,45 @@ def test_cuda_selection_holds_every_test_that_skips_without_cuda_and_not_its_own
     monkeypatch.setitem(sys.modules, "gpu_check", gc)  # its dataclass looks its module up there
     spec.loader.exec_module(gc)
     files, expr, must = gc.pytest_selection(tiny=False)
-    # the three tests that skip on a CPU machine today (grep -rn "cuda" tests | grep -i skip)
+    # tests that skip on a CPU machine today (grep -rn "cuda" tests | grep -i skip)
     known = {("tests/data/test_augment.py", "test_cuda_matches_cpu_geometry_and_runs"),
              ("tests/methods/test_set2model.py", "test_scores_stay_on_the_device"),
-             ("tests/training/test_loop_guards.py", "test_no_per_step_host_sync_on_the_gpu")}
+             ("tests/training/test_loop_guards.py", "test_no_per_step_host_sync_on_the_gpu"),
+             ("tests/methods/test_dyce.py", "test_dyce_step_makes_no_host_sync_on_the_gpu")}
     assert known <= set(gc.cuda_only_tests())
     assert {f for f, _ in known} <= set(files) and {n for _, n in known} <= set(must)
     assert all(n in expr for _, n in known) and "autocast" in expr
     # "gpu" in -k matches this file's name: running it from the check would start the check again
     assert "tests/test_gpu_check.py" not in files
+
+
+def _module():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gpu_check_plan", REPO / "benchmarks" / "gpu_check.py")
+    gc = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_check_plan"] = gc  # its dataclass looks its module up there
+    spec.loader.exec_module(gc)
+    return gc
+
+
+def test_the_cuda_plan_fits_eight_minutes_with_set_up(tmp_path):
+    """Issue 30: the plan's budget is explicit. Its parts (set-up, correctness, each timing step, the report)
+    sum to at most 8 minutes; the run's deadline leaves the report its share; every timing step's limit is its
+    part; the correctness steps leave the timing steps their parts; bench_train.py gets its limit less the
+    margin as --budget, so it skips a compile rather than being killed."""
+    gc = _module()
+    assert sum(gc.PLAN_S.values()) <= 480
+    assert gc.BUDGET_S["full"] + gc.PLAN_S["report"] == sum(gc.PLAN_S.values())
+    plan = {s.name: s for s in gc.make_plan("cuda", False, tmp_path)}
+    timing = [s for s in plan.values() if s.exclusive]
+    assert {s.name for s in timing} == {k for k in gc.PLAN_S if k.startswith("bench:")}
+    assert all(s.timeout == gc.PLAN_S[s.name] for s in timing)
+    assert gc.BENCH_RESERVE_S == sum(s.timeout for s in timing)
+    assert gc.PLAN_S["setup"] + gc.PLAN_S["correctness"] + gc.BENCH_RESERVE_S == gc.BUDGET_S["full"]
+    for name in ("bench:nca", "bench:beclr", "bench:conv4"):
+        argv = plan[name].argv
+        assert float(argv[argv.index("--budget") + 1]) == plan[name].timeout - gc.BENCH_MARGIN_S
+    assert "--compile" in plan["bench:nca"].argv and "--compile" not in plan["bench:beclr"].argv
+    # the CPU plan runs the same steps (nothing exclusive there)
+    cpu = gc.make_plan("cpu", True, tmp_path)
+    assert [s.name for s in cpu] == gc.step_names(True) and not any(s.exclusive for s in cpu)

@@ -34,8 +34,16 @@ Choices, where the authors' code differs or the paper is silent (``shared/PAPER-
   top-``k``; ``"kmeans"``: partitions from k-means only, each new embedding joins its nearest prototype
   (online k-means step) instead of the optimal-transport assignment.
 
-Everything is batched on the memory's device: no per-sample Python loop, and nothing is copied to the CPU
-per step (the only host syncs are the scalar ``filled`` / ``initialised`` checks).
+Everything is batched on the memory's device: no per-sample or per-partition Python loop, and no host sync
+per step. The scalar state (``filled``, ``ptr``, ``initialised``, ``num_updates``) is kept in buffers for
+``state_dict`` and mirrored on the host (:meth:`DyCE._scalar`: a buffer is read back only after something else
+changed it, e.g. ``load_state_dict``); partition sizes are counted with ``index_add_`` (CUDA's ``bincount``
+reads its input's maximum back to size its output); the Sinkhorn assignment runs its fixed iterations with the
+domain chosen on the device (:func:`studylib.numerics.ot.sinkhorn_log` with ``host_sync=False``). :meth:`step`
+enhances all views from one normalisation and one masked top-``k``; per view only the similarity matmul runs
+separately, so every result is bit-identical to the per-view computation on the CPU (tested against the loop
+it replaced, ``tests/methods/test_dyce.py``). The one-off k-means initialisation has the k-means++ seeding
+loop (``P`` sequential draws, once per run).
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from studylib.numerics.ot import sinkhorn_log
+from studylib.numerics.ot import autocast_off, sinkhorn_log
 
 VARIANTS = ("dyce", "fifo", "kmeans")
 
@@ -85,7 +93,7 @@ def kmeans(x: torch.Tensor, k: int, iters: int = 30, generator: torch.Generator 
         d = (x * x).sum(1, keepdim=True) - 2 * x @ centres.T + (centres * centres).sum(1)[None, :]
         labels = d.argmin(dim=1)
         sums = torch.zeros_like(centres).index_add_(0, labels, x)
-        counts = torch.bincount(labels, minlength=k).to(x.dtype)
+        counts = _counts(labels, k).to(x.dtype)
         centres = torch.where(counts[:, None] > 0, sums / counts.clamp_min(1)[:, None], centres)
     return centres, labels
 
@@ -132,17 +140,35 @@ class DyCE(nn.Module):
         self.register_buffer("filled", torch.zeros((), dtype=torch.long))
         self.register_buffer("initialised", torch.zeros((), dtype=torch.bool))
         self.register_buffer("num_updates", torch.zeros((), dtype=torch.long))
+        self._host: dict[str, tuple[torch.Tensor, int, int]] = {}  # host mirrors of the 0-d buffers (_scalar)
 
     # ------------------------------------------------------------------ state
+    def _scalar(self, name: str) -> int:
+        """The value of the 0-d buffer ``name`` from its host mirror; read from the device (one host sync) only
+        when the buffer is another tensor or was changed in place since this module last wrote it
+        (``load_state_dict``, ``.to()``, a direct write)."""
+        buf = getattr(self, name)
+        seen = self._host.get(name)
+        if seen is None or seen[0] is not buf or seen[1] != buf._version:
+            seen = (buf, buf._version, int(buf))
+            self._host[name] = seen
+        return seen[2]
+
+    def _set_scalar(self, name: str, value: int) -> None:
+        """Write the 0-d buffer ``name`` (on its device, no host sync) and its host mirror."""
+        buf = getattr(self, name)
+        buf.fill_(value)
+        self._host[name] = (buf, buf._version, int(value))
+
     @property
     def full(self) -> bool:
-        return int(self.filled) >= self.size
+        return self._scalar("filled") >= self.size
 
     @property
     def active(self) -> bool:
         """Whether path (i) enhances batches: memory full (and clustered) and adaptation period over."""
-        ready = self.full and (self.variant == "fifo" or bool(self.initialised))
-        return ready and int(self.num_updates) >= self.adapt_steps
+        ready = self.full and (self.variant == "fifo" or bool(self._scalar("initialised")))
+        return ready and self._scalar("num_updates") >= self.adapt_steps
 
     # ------------------------------------------------------------------ path (i)
     @torch.no_grad()
@@ -162,24 +188,41 @@ class DyCE(nn.Module):
         Returns:
             ``[B, k, D]`` memory rows (unit norm, detached), most similar first.
         """
-        zn = F.normalize(z.float(), dim=1)
-        sim = zn @ self.memory.T                                             # [B, M]
-        top_global = sim.topk(self.k, dim=1).indices                         # [B, k]
-        if self.variant == "fifo":
-            idx = top_global
+        return self._retrieve([F.normalize(z.float(), dim=1)])
+
+    def _retrieve(self, parts: list[torch.Tensor]) -> torch.Tensor:
+        """:meth:`retrieve` of the rows of ``parts`` (unit-norm float ``[B_j, D]`` each) stacked: ``[sum B_j, k, D]``.
+
+        Each part's similarities are their own matmul (a matmul's rounding may depend on its row count, so
+        this equals retrieving each part alone, bit for bit); the masks and the top-``k`` run once for all.
+        One top-``k`` serves both cases: a row whose partition holds fewer than ``k`` members is masked with
+        all-True, so its top-``k`` is the global one.
+        """
+        rows = sum(int(p.shape[0]) for p in parts)
+        sim = parts[0].new_empty(rows, self.size)                            # [B, M]
+        protos = None if self.variant == "fifo" else F.normalize(self.prototypes, dim=1)
+        part_ids, start = [], 0
+        # float32 similarities, as in assign (bf16 autocast would round cosines to 8-bit mantissas)
+        with autocast_off(sim.device.type):
+            for zn in parts:
+                end = start + int(zn.shape[0])
+                torch.mm(zn, self.memory.T, out=sim[start:end])
+                if protos is not None:
+                    part_ids.append((zn @ protos.T).argmax(dim=1))
+                start = end
+        if protos is None:
+            idx = sim.topk(self.k, dim=1).indices
         else:
-            part = self.nearest_prototype(z)                                 # [B]
-            member = self.labels[None, :] == part[:, None]                   # [B, M]
-            top_part = sim.masked_fill(~member, float("-inf")).topk(self.k, dim=1).indices
-            counts = torch.bincount(self.labels.clamp_min(0), minlength=self.prototypes.shape[0])
-            enough = counts[part] >= self.k
-            idx = torch.where(enough[:, None], top_part, top_global)
+            part = torch.cat(part_ids)                                       # [B] nearest prototype
+            counts = _counts(self.labels.clamp_min(0), protos.shape[0])
+            allowed = (self.labels[None, :] == part[:, None]) | (counts[part] < self.k)[:, None]
+            idx = torch.where(allowed, sim, float("-inf")).topk(self.k, dim=1).indices
         return self.memory[idx]
 
     @torch.no_grad()
     def neighbours(self, z: torch.Tensor) -> torch.Tensor:
         """``[B, D] -> [B*k, D]`` slot-major neighbours (row ``j*B + i`` = ``j``-th neighbour of ``z_i``)."""
-        return self.retrieve(z).transpose(0, 1).reshape(-1, self.dim).to(z.dtype)
+        return _slot_major(self.retrieve(z)).to(z.dtype)
 
     def enhance(self, z: torch.Tensor) -> torch.Tensor:
         """Path (i): ``[B, D] -> [B(1+k), D]`` = ``[z; neighbours]`` once active, else ``z`` unchanged.
@@ -207,7 +250,7 @@ class DyCE(nn.Module):
         """
         # float32 with autocast off: under bf16 autocast the similarities (and so the Sinkhorn plan's argmax)
         # would carry 8-bit mantissas (issue 9); the solver itself also runs in float32.
-        with torch.autocast(z.device.type, enabled=False):
+        with autocast_off(z.device.type):
             protos = F.normalize(self.prototypes.float(), dim=1)
             sim = z.float() @ protos.T                                       # [N, P]
         if self.variant == "kmeans":
@@ -215,24 +258,29 @@ class DyCE(nn.Module):
         n, p = sim.shape
         a = torch.full((1, n), 1.0 / n, device=z.device, dtype=sim.dtype)
         b = torch.full((1, p), 1.0 / p, device=z.device, dtype=sim.dtype)
-        plan = sinkhorn_log(-sim[None], a, b, self.epsilon, self.sinkhorn_iters, tol=0.0)[0]  # float32
+        # on the CPU a host read is free: the solver then runs only the domain it picks
+        plan = sinkhorn_log(-sim[None], a, b, self.epsilon, self.sinkhorn_iters, tol=0.0,
+                            host_sync=z.device.type == "cpu")[0]             # float32
         return plan.argmax(dim=1)
 
     @torch.no_grad()
     def _write(self, z: torch.Tensor, labels: torch.Tensor | None) -> None:
-        n = z.shape[0]
-        slots = (self.ptr + torch.arange(n, device=z.device)) % self.size
-        self.memory[slots] = z
+        """Enqueue ``z`` at the ring pointer (one or two slices; the pointer lives on the host)."""
+        n, ptr = z.shape[0], self._scalar("ptr")
+        first = min(n, self.size - ptr)
+        self.memory[ptr:ptr + first] = z[:first]
+        self.memory[:n - first] = z[first:]
         if labels is not None:
-            self.labels[slots] = labels
-        self.ptr.copy_((self.ptr + n) % self.size)
-        self.filled.copy_(torch.clamp(self.filled + n, max=self.size))
+            self.labels[ptr:ptr + first] = labels[:first]
+            self.labels[:n - first] = labels[first:]
+        self._set_scalar("ptr", (ptr + n) % self.size)
+        self._set_scalar("filled", min(self._scalar("filled") + n, self.size))
 
     @torch.no_grad()
     def _update_prototypes(self) -> None:
         p = self.prototypes.shape[0]
         sums = torch.zeros_like(self.prototypes).index_add_(0, self.labels, self.memory)
-        counts = torch.bincount(self.labels, minlength=p).to(sums.dtype)
+        counts = _counts(self.labels, p).to(sums.dtype)
         mean = sums / counts.clamp_min(1)[:, None]
         new = self.momentum * self.prototypes + (1.0 - self.momentum) * mean
         self.prototypes.copy_(torch.where(counts[:, None] > 0, new, self.prototypes))
@@ -244,7 +292,7 @@ class DyCE(nn.Module):
         centres, labels = kmeans(self.memory, self.prototypes.shape[0], self.kmeans_iters, gen)
         self.prototypes.copy_(centres)
         self.labels.copy_(labels)
-        self.initialised.fill_(True)
+        self._set_scalar("initialised", 1)
 
     @torch.no_grad()
     def update(self, z: torch.Tensor) -> None:
@@ -256,23 +304,38 @@ class DyCE(nn.Module):
         """
         if z.dim() != 2 or z.shape[1] != self.dim:
             raise ValueError(f"DyCE.update expects [N, {self.dim}] embeddings, got {tuple(z.shape)}")
-        if z.shape[0] > self.size:
-            raise ValueError(f"a batch of {z.shape[0]} embeddings does not fit a memory of size {self.size}; "
+        self._update(F.normalize(z.detach().float(), dim=1))
+
+    def _update(self, zn: torch.Tensor) -> None:
+        """:meth:`update` of unit-norm float ``zn``."""
+        if zn.shape[0] > self.size:
+            raise ValueError(f"a batch of {zn.shape[0]} embeddings does not fit a memory of size {self.size}; "
                              f"raise the memory size or lower the batch size")
-        zn = F.normalize(z.detach().float(), dim=1)
         if self.variant == "fifo":
             self._write(zn, None)
-        elif bool(self.initialised):
+        elif self._scalar("initialised"):
             self._write(zn, self.assign(zn))
             self._update_prototypes()
         else:
             self._write(zn, None)
             if self.full:
                 self.initialise()
-        self.num_updates += 1
+        self._set_scalar("num_updates", self._scalar("num_updates") + 1)
+
+    @torch.no_grad()
+    def _neighbours_of(self, views: list[torch.Tensor]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """The unit-norm float views and, once active, each view's ``[B*k, D]`` slot-major neighbours."""
+        normed = [F.normalize(v.detach().float(), dim=1) for v in views]
+        if not self.active:
+            return normed, []
+        found = self._retrieve(normed).split([int(v.shape[0]) for v in views])
+        return normed, [_slot_major(n).to(v.dtype) for n, v in zip(found, views)]
 
     def step(self, views: list[torch.Tensor]) -> list[torch.Tensor]:
         """Enhance every view with the memory as it stands, then enqueue all views (Alg. 2 order, fixed).
+
+        The same as ``[self.enhance(v) for v in views]`` followed by ``self.update(torch.cat(views))``, with
+        one normalisation and one top-``k`` for all views.
 
         Args:
             views: list of ``[B, D]`` embeddings (e.g. the two augmented views).
@@ -280,15 +343,18 @@ class DyCE(nn.Module):
         Returns:
             The enhanced views, ``[B(1+k), D]`` each once active, else unchanged.
         """
-        out = [self.enhance(v) for v in views]
-        self.update(torch.cat([v.detach() for v in views], dim=0))
+        if any(v.dim() != 2 or v.shape[1] != self.dim for v in views):
+            raise ValueError(f"DyCE.step expects [B, {self.dim}] views, got {[tuple(v.shape) for v in views]}")
+        normed, neigh = self._neighbours_of(views)
+        out = [torch.cat([v, n], dim=0) for v, n in zip(views, neigh)] if neigh else list(views)
+        self._update(torch.cat(normed, dim=0))
         return out
 
     @torch.no_grad()
     def snapshot(self) -> dict[str, torch.Tensor]:
         """CPU copies for figures: ``embeddings [F, D]`` (filled rows), ``labels [F]`` (-1 unassigned),
         ``prototypes [P, D]``."""
-        f = int(self.filled)
+        f = self._scalar("filled")
         return {"embeddings": self.memory[:f].cpu().clone(), "labels": self.labels[:f].cpu().clone(),
                 "prototypes": self.prototypes.cpu().clone()}
 
@@ -296,6 +362,17 @@ class DyCE(nn.Module):
         return (f"dim={self.dim}, size={self.size}, partitions={self.partitions}, k={self.k}, "
                 f"epsilon={self.epsilon}, momentum={self.momentum}, variant={self.variant!r}, "
                 f"adapt_steps={self.adapt_steps}")
+
+
+def _counts(labels: torch.Tensor, n: int) -> torch.Tensor:
+    """``torch.bincount(labels, minlength=n)`` for labels in ``0..n-1`` without a host sync (on CUDA,
+    ``bincount`` reads the maximum label back to size its output)."""
+    return torch.zeros(n, dtype=torch.long, device=labels.device).index_add_(0, labels, torch.ones_like(labels))
+
+
+def _slot_major(found: torch.Tensor) -> torch.Tensor:
+    """``[B, k, D] -> [B*k, D]`` with row ``j*B + i`` the ``j``-th neighbour of row ``i``."""
+    return found.transpose(0, 1).reshape(-1, found.shape[-1])
 
 
 __all__ = ["DyCE", "kmeans", "VARIANTS"]

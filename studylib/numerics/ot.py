@@ -8,7 +8,17 @@ assignment of seed 001's Eq. 1-2) and OpTA (:mod:`studylib.methods.opta`, Eq. 4)
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
+
+
+def autocast_off(device_type: str) -> contextlib.AbstractContextManager:
+    """``torch.autocast(device_type, enabled=False)``, or nothing where autocast does not exist (``meta``)."""
+    if torch.amp.is_autocast_available(device_type):
+        return torch.autocast(device_type, enabled=False)
+    return contextlib.nullcontext()
+
 
 def working_dtype(*tensors: torch.Tensor) -> torch.dtype:
     """float64 when any input is float64, else float32 (half precision and bf16 are promoted)."""
@@ -16,7 +26,8 @@ def working_dtype(*tensors: torch.Tensor) -> torch.dtype:
 
 
 def sinkhorn_log(cost: torch.Tensor, a: torch.Tensor, b: torch.Tensor, epsilon: float = 0.05,
-                 max_iter: int = 1000, tol: float = 1e-4, check_every: int = 10) -> torch.Tensor:
+                 max_iter: int = 1000, tol: float = 1e-4, check_every: int = 10,
+                 host_sync: bool = True) -> torch.Tensor:
     """Entropic optimal transport (Eq. 2) in the log domain, batched over episodes.
 
     Solves ``min_pi <pi, C> - eps H(pi)`` s.t. ``pi 1 = a``, ``pi^T 1 = b`` for every episode with the
@@ -39,6 +50,9 @@ def sinkhorn_log(cost: torch.Tensor, a: torch.Tensor, b: torch.Tensor, epsilon: 
         max_iter: maximum number of Sinkhorn iterations.
         tol: stopping threshold on the column-marginal violation.
         check_every: iterations between convergence checks (10 as in POT; each check syncs with the host).
+        host_sync: ``False`` reads nothing back from the device (a training step on a GPU keeps running ahead):
+            both domains run their ``max_iter`` iterations and the plan of the domain the cost's range selects is
+            picked on the device, bit for bit the plan of ``host_sync=True``. Needs ``tol <= 0``.
 
     Precision: the iterations always run in at least float32 with autocast switched off (float64 inputs stay
     float64). Under bf16/fp16 autocast (the training loop's on a GPU) the caller's tensors may arrive in bf16;
@@ -55,18 +69,39 @@ def sinkhorn_log(cost: torch.Tensor, a: torch.Tensor, b: torch.Tensor, epsilon: 
                          f"{tuple(a.shape)} and {tuple(b.shape)}")
     if epsilon <= 0:
         raise ValueError(f"epsilon must be > 0, got {epsilon}")
+    if not host_sync and tol > 0:
+        raise ValueError(f"host_sync=False runs a fixed number of iterations; pass tol=0 (got tol={tol}), or "
+                         f"host_sync=True for convergence checks")
     dtype = working_dtype(cost, a, b)
-    with torch.autocast(cost.device.type, enabled=False):
-        return _sinkhorn_log(cost.to(dtype), a.to(dtype), b.to(dtype), epsilon, max_iter, tol, check_every)
+    with autocast_off(cost.device.type):
+        cost, a, b = cost.to(dtype), a.to(dtype), b.to(dtype)
+        if host_sync:
+            return _sinkhorn_log(cost, a, b, epsilon, max_iter, tol, check_every)
+        # the shift and the range test as _sinkhorn_log makes them on the host (there: Python floats, so the
+        # division in float64 here)
+        shifted = cost - cost.amin(dim=(1, 2), keepdim=True)
+        in_range = shifted.amax().double() / epsilon <= _scaling_limit(cost.dtype)
+        scaled = _sinkhorn_log(cost, a, b, epsilon, max_iter, tol, check_every, domain="scaling")
+        logged = _sinkhorn_log(cost, a, b, epsilon, max_iter, tol, check_every, domain="log")
+        return torch.where(in_range, scaled, logged)
+
+
+def _scaling_limit(dtype: torch.dtype) -> float:
+    """Largest ``max C / eps`` for which ``exp(-C/eps)`` cannot underflow in ``dtype``."""
+    return 30.0 if dtype in (torch.float32, torch.float16, torch.bfloat16) else 300.0
 
 
 def _sinkhorn_log(cost: torch.Tensor, a: torch.Tensor, b: torch.Tensor, epsilon: float = 0.05,
-                  max_iter: int = 1000, tol: float = 1e-4, check_every: int = 10) -> torch.Tensor:
-    """:func:`sinkhorn_log` on validated inputs already in the working dtype."""
+                  max_iter: int = 1000, tol: float = 1e-4, check_every: int = 10,
+                  domain: str = "auto") -> torch.Tensor:
+    """:func:`sinkhorn_log` on validated inputs already in the working dtype (``domain``: ``"auto"`` chooses
+    by the cost's range, read back from the device; ``"scaling"`` or ``"log"`` forces one)."""
     # The plan is unchanged by a constant shift of each episode's cost (the potentials absorb it).
     cost = cost - cost.amin(dim=(1, 2), keepdim=True)
-    limit = 30.0 if cost.dtype in (torch.float32, torch.float16, torch.bfloat16) else 300.0
-    scaling = float(cost.amax()) / epsilon <= limit
+    if domain == "auto":
+        scaling = float(cost.amax()) / epsilon <= _scaling_limit(cost.dtype)
+    else:
+        scaling = domain == "scaling"
     if scaling:
         # exp(-C/eps) >= e^-limit cannot underflow: the same iterates in the scaling domain
         # (U = e^u, V = e^v: V = b / K^T U, U = a / K V), products and sums instead of log-sum-exps.
@@ -126,4 +161,4 @@ def sinkhorn_reference(cost: torch.Tensor, a: torch.Tensor, b: torch.Tensor, eps
     return u[:, None] * k * v[None, :]
 
 
-__all__ = ["sinkhorn_log", "sinkhorn_reference", "working_dtype"]
+__all__ = ["autocast_off", "sinkhorn_log", "sinkhorn_reference", "working_dtype"]

@@ -483,9 +483,11 @@ class Run:
     def log(self, row: dict[str, Any]) -> None:
         self.metrics.append(row)
 
-    def flush(self) -> None:
-        """Write the metrics log (atomically, with its checksum)."""
-        self.write_bytes(METRICS, "".join(json.dumps(r, sort_keys=True) + "\n" for r in self.metrics).encode())
+    def flush(self, rows: list[dict[str, Any]] | None = None) -> None:
+        """Write the metrics log (atomically, with its checksum): the current rows, or ``rows`` (a copy the
+        training loop takes at a checkpoint and writes from its background thread)."""
+        rows = self.metrics if rows is None else rows
+        self.write_bytes(METRICS, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows).encode())
 
     # -- results --------------------------------------------------------------------------------------------
     def save_result(self, result: dict[str, Any]) -> None:

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from studylib.methods.dyce import DyCE, kmeans
+from studylib.numerics.ot import sinkhorn_log
 
 
 def _unit(x: torch.Tensor) -> torch.Tensor:
@@ -139,3 +140,164 @@ def test_kmeans_recovers_separated_clusters() -> None:
     for c in range(3):
         assert len(labels[truth == c].unique()) == 1
     assert len(labels.unique()) == 3
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The batched, sync-free step (issue 30) against the implementation it replaced, written out here the slow way
+
+
+def _old_retrieve(mem: DyCE, z: torch.Tensor) -> torch.Tensor:
+    """Retrieval before issue 30: a global and a partition top-k per view, bincount, masked_fill."""
+    zn = F.normalize(z.float(), dim=1)
+    sim = zn @ mem.memory.T
+    top_global = sim.topk(mem.k, dim=1).indices
+    if mem.variant == "fifo":
+        return mem.memory[top_global]
+    part = (zn @ F.normalize(mem.prototypes, dim=1).T).argmax(dim=1)
+    member = mem.labels[None, :] == part[:, None]
+    top_part = sim.masked_fill(~member, float("-inf")).topk(mem.k, dim=1).indices
+    counts = torch.bincount(mem.labels.clamp_min(0), minlength=mem.prototypes.shape[0])
+    return mem.memory[torch.where((counts[part] >= mem.k)[:, None], top_part, top_global)]
+
+
+def _old_step(mem: DyCE, views: list[torch.Tensor]) -> list[torch.Tensor]:
+    """DyCE.step before issue 30: each view enhanced on its own, then the update with device reads of the
+    state, slot-index writes and bincount (on the buffers of ``mem``, a separate copy)."""
+    def active() -> bool:
+        full = int(mem.filled) >= mem.size
+        return full and (mem.variant == "fifo" or bool(mem.initialised)) and int(mem.num_updates) >= mem.adapt_steps
+
+    out = []
+    for v in views:
+        if active():
+            neigh = _old_retrieve(mem, v.detach()).transpose(0, 1).reshape(-1, mem.dim).to(v.dtype)
+            v = torch.cat([v, neigh], dim=0)
+        out.append(v)
+    zn = F.normalize(torch.cat([v.detach() for v in views]).float(), dim=1)
+
+    def write(labels: torch.Tensor | None) -> None:
+        slots = (mem.ptr + torch.arange(zn.shape[0])) % mem.size
+        mem.memory[slots] = zn
+        if labels is not None:
+            mem.labels[slots] = labels
+        mem.ptr.copy_((mem.ptr + zn.shape[0]) % mem.size)
+        mem.filled.copy_(torch.clamp(mem.filled + zn.shape[0], max=mem.size))
+
+    if mem.variant == "fifo":
+        write(None)
+    elif bool(mem.initialised):
+        protos = F.normalize(mem.prototypes.float(), dim=1)
+        sim = zn @ protos.T
+        if mem.variant == "kmeans":
+            labels = sim.argmax(dim=1)
+        else:
+            n, p = sim.shape
+            a, b = torch.full((1, n), 1.0 / n), torch.full((1, p), 1.0 / p)
+            labels = sinkhorn_log(-sim[None], a, b, mem.epsilon, mem.sinkhorn_iters, tol=0.0)[0].argmax(dim=1)
+        write(labels)
+        sums = torch.zeros_like(mem.prototypes).index_add_(0, mem.labels, mem.memory)
+        counts = torch.bincount(mem.labels, minlength=mem.prototypes.shape[0]).to(sums.dtype)
+        new = mem.momentum * mem.prototypes + (1.0 - mem.momentum) * (sums / counts.clamp_min(1)[:, None])
+        mem.prototypes.copy_(torch.where(counts[:, None] > 0, new, mem.prototypes))
+    else:
+        write(None)
+        if int(mem.filled) >= mem.size:
+            mem.initialise()
+    mem.num_updates += 1
+    return out
+
+
+@pytest.mark.parametrize("variant,momentum", [("dyce", 0.0), ("dyce", 0.5), ("fifo", 0.0), ("kmeans", 0.0)])
+def test_batched_step_is_bit_identical_to_the_per_view_implementation(variant: str, momentum: float) -> None:
+    """30 steps of two views (3 to 8 rows, below and above the sizes where a matmul's kernel changes): every
+    enhanced view and every buffer equal the old implementation's bit for bit on the CPU, through the filling,
+    the k-means initialisation, ring wrap-arounds, retrieval and partitions too small for k (global fallback)."""
+    g = torch.Generator().manual_seed(7)
+    new = DyCE(6, size=40, partitions=12, k=4, variant=variant, momentum=momentum, epsilon=0.05, seed=3)
+    old = DyCE(6, size=40, partitions=12, k=4, variant=variant, momentum=momentum, epsilon=0.05, seed=3)
+    fallback = 0
+    for step in range(30):
+        b = 3 + step % 6
+        views = [torch.randn(b, 6, generator=g) * (1 + step % 3), torch.randn(b, 6, generator=g)]
+        if old.active and variant != "fifo":
+            counts = torch.bincount(old.labels.clamp_min(0), minlength=12)
+            part = old.nearest_prototype(torch.cat(views))
+            fallback += int((counts[part] < old.k).sum())
+        want = _old_step(old, views)
+        got = new.step(views)
+        assert len(got) == len(want) and all(torch.equal(x, y) for x, y in zip(got, want)), step
+        for name, buf in old.named_buffers():
+            assert torch.equal(getattr(new, name), buf), (step, name)
+    assert new.active
+    if variant != "fifo":
+        assert fallback > 0  # the global fallback was exercised
+
+
+def test_a_step_reads_nothing_back_from_the_device() -> None:
+    """On the ``meta`` device every read of a value (item, bool, int, bincount's size, nonzero) raises: a step
+    of an active memory (retrieval, Sinkhorn assignment, enqueue, prototypes) runs there, so it makes no host
+    sync on a GPU. The state's mirrors are set through DyCE's own writes."""
+    mem = DyCE(8, size=32, partitions=4, k=3).to("meta")
+    for name, value in (("filled", 32), ("ptr", 5), ("initialised", 1), ("num_updates", 4)):
+        mem._set_scalar(name, value)
+    assert mem.active
+    views = [torch.empty(6, 8, device="meta"), torch.empty(6, 8, device="meta")]
+    out = mem.step(views)
+    assert [tuple(o.shape) for o in out] == [(24, 8), (24, 8)] and out[0].device.type == "meta"
+    assert mem._scalar("ptr") == 17 and mem._scalar("num_updates") == 5
+    with pytest.raises(Exception):  # the check itself: the memory before issue 30 read its state back
+        bool(mem.initialised)
+
+
+def test_host_mirrors_follow_writes_from_outside() -> None:
+    """The state mirrors are re-read after load_state_dict, .to() and direct buffer writes."""
+    g = torch.Generator().manual_seed(4)
+    mem = DyCE(4, size=8, partitions=2, k=2)
+    for _ in range(2):
+        mem.update(torch.randn(4, 4, generator=g))
+    assert mem.full and mem.active
+    mem.filled.fill_(3)                      # a direct write
+    assert not mem.full and not mem.active
+    fresh = DyCE(4, size=8, partitions=2, k=2)
+    assert not fresh.active
+    fresh.load_state_dict(DyCE(4, size=8, partitions=2, k=2).state_dict())
+    assert not fresh.active
+    fresh.load_state_dict({**mem.state_dict(), "filled": torch.tensor(8)})
+    assert fresh.active and fresh._scalar("ptr") == 0
+    moved = fresh.to(torch.float64)          # new buffer tensors for the floating ones; 0-d longs stay
+    assert moved.active
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_dyce_step_makes_no_host_sync_on_the_gpu() -> None:
+    """CUDA's sync debug mode turns any synchronising call into an error during active steps (the BECLR
+    step's three memories made about 30 per step before issue 30: state checks, bincount, Sinkhorn's range)."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    mem = DyCE(32, size=256, partitions=8, k=3).cuda()
+    for _ in range(5):
+        mem.update(torch.randn(64, 32, device="cuda", generator=g))
+    assert mem.active
+    views = [torch.randn(32, 32, device="cuda", generator=g) for _ in range(2)]
+    mem.step(views)  # mirrors read once after .cuda()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            out = mem.step(views)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert out[0].shape == (128, 32)
+
+
+def test_retrieval_under_bf16_autocast_uses_float32_similarities() -> None:
+    """The training loop runs the loss under bf16 autocast on a GPU; the memory's cosines stay float32 there
+    (as the assignment's): with 8-bit mantissas the top-k among 512 close neighbours would be reshuffled."""
+    g = torch.Generator().manual_seed(9)
+    mem = DyCE(64, size=512, partitions=4, k=5)
+    base = torch.randn(1, 64, generator=g)
+    for _ in range(4):  # a memory of near-duplicates: cosines within a few bf16 steps of each other
+        mem.update(base + 0.05 * torch.randn(128, 64, generator=g))
+    z = base + 0.05 * torch.randn(16, 64, generator=g)
+    want = mem.retrieve(z)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = mem.retrieve(z)
+    assert torch.equal(got, want)

@@ -128,3 +128,18 @@ def test_opta_under_bf16_autocast_matches_fp32(shots: int) -> None:
     for r, o in zip(ref, out):
         assert o.dtype == torch.float32
         torch.testing.assert_close(o, r, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("spread", [0.5, 3.0])  # max C / eps = 10 (scaling domain) and 60 (log domain)
+def test_without_host_sync_the_plan_is_bit_identical(spread: float) -> None:
+    """``host_sync=False`` (DyCE on a GPU) runs both domains and picks on the device the one the cost's range
+    selects: the same bits as the host-side choice, on either side of the limit."""
+    g = torch.Generator().manual_seed(3)
+    cost = spread * torch.rand(2, 7, 5, generator=g)
+    cost[:, 0, 0], cost[:, 1, 1] = 0.0, spread
+    a, b = torch.full((2, 7), 1 / 7), torch.full((2, 5), 1 / 5)
+    want = sinkhorn_log(cost, a, b, 0.05, max_iter=10, tol=0.0)
+    got = sinkhorn_log(cost, a, b, 0.05, max_iter=10, tol=0.0, host_sync=False)
+    assert torch.equal(got, want)
+    with pytest.raises(ValueError, match="tol=0"):
+        sinkhorn_log(cost, a, b, 0.05, max_iter=10, tol=1e-4, host_sync=False)
