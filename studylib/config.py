@@ -168,7 +168,7 @@ def validate(schema: type[T], values: Mapping[str, Any], where: str = "parameter
         choices = fields[key].metadata.get("choices")
         if choices is not None:
             seq = v if isinstance(v, (list, tuple)) else [v]
-            bad = [x for x in seq if x not in choices]
+            bad = [x for x in seq if x is not None and x not in choices]  # None: only where the type allows it
             if bad:
                 raise ParamError(f"parameter {key!r} = {value!r} in {where} is not allowed; allowed values: "
                                  f"{', '.join(map(str, choices))}")

@@ -160,7 +160,7 @@ def check_values(schema: type, values: dict[str, Any], where: str) -> tuple[dict
             v = _check(value, hints[key], key)
             choices = fields[key].metadata.get("choices")
             if choices is not None:
-                bad = [x for x in (v if isinstance(v, (list, tuple)) else [v]) if x not in choices]
+                bad = [x for x in (v if isinstance(v, (list, tuple)) else [v]) if x is not None and x not in choices]
                 if bad:
                     raise ParamError(f"{value!r} is not allowed; allowed values: {', '.join(map(str, choices))}")
             _check_bounds(key, v, fields[key].metadata.get("bounds") or {}, where)
