@@ -14,6 +14,11 @@ papermill does, then reports **every** problem at once, each with its fix and th
   (:class:`studylib.data.samplers.ShuffledSampler`'s rule) and the episodes against each split
   (:func:`studylib.data.samplers.check_episode`).
 
+Data read in place from the folder beside every checkout (``../shared/data/...``, e.g. the Omniglot subset of the
+evidence scale of notebooks 10-12) that is absent on this machine is no problem: the run is *not run* (one line:
+"not run: needs the Omniglot subset (../shared/data/omniglot/)", exit status :data:`NOT_RUN`), and ``./study run``
+goes on with the other notebooks without failing.
+
 Defaults adapt where the intent is clear, and the report says so in one line each: a ``batch_size`` larger than
 the training split becomes the training split's size; ``eval_ways`` above the evaluation split's classes becomes
 that number of classes (at least 2). A value given on the command line is never adapted (it is reported as a
