@@ -114,7 +114,7 @@ def accuracy(m: torch.nn.Module, objective: str, images: torch.Tensor, labels: t
 
 
 RESULTS = Path(__file__).resolve().parent / "results"
-FLOORS = (1e-6, 1e-5, 1e-4, 1e-3)  # the authors' 1e-6 (their min_covar) and three larger ones
+FLOORS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2)  # the authors' 1e-6 (their min_covar) and larger ones
 
 
 def select_floor(floors: list[float], seeds: list[int], save: bool) -> dict:
@@ -133,6 +133,7 @@ def select_floor(floors: list[float], seeds: list[int], save: bool) -> dict:
     from studylib.experiments import set2model_omniglot as mod
     from studylib.experiments.runner import run_spec
     from studylib.provenance import git_commit
+    commit = git_commit()  # the code this process runs (taken before any work: a later commit is not this code)
     rows = []
     for floor in floors:
         p = load_params(mod.Params, mod.NOTEBOOK, "evidence", var_floor=floor, seeds=seeds, train_models=["gauss"])
@@ -150,7 +151,6 @@ def select_floor(floors: list[float], seeds: list[int], save: bool) -> dict:
         mine = [r for r in rows if r["var_floor"] == floor]
         summary[f"{floor:g}"] = {k: sum(r[k] for r in mine) / len(mine) for k in mine[0] if k.startswith("val ")}
     best = max(floors, key=lambda f: summary[f"{f:g}"]["val 20-way"])
-    commit = git_commit()
     result = {"benchmark": "set2model variance floor on validation characters", "commit": commit,
               "command": f"PYTHONPATH=. STUDYLIB_THREADS=1 .venv/bin/python benchmarks/set2model_omniglot_learning.py "
                          f"--select-floor --floors {' '.join(f'{f:g}' for f in floors)} --seeds "
