@@ -48,17 +48,21 @@ from studylib.models.backbones import Conv4
 
 ZIP = Path(os.environ.get("STUDYLIB_OMNIGLOT_ZIP",
                           Path(__file__).resolve().parents[1].parent / "shared/data/omniglot/images_background_small1.zip"))
-CLASSIFY = {"gauss": likelihood_classifier("gauss"), "gauss-detached": likelihood_classifier("gauss"),
-            "avg": likelihood_classifier("avg"), "pn": nearest_centroid, "untrained": likelihood_classifier("gauss")}
+def classifier(objective: str, var_floor: float):
+    """The classifier that matches ``objective``; the Gaussian's variance floor is the training's."""
+    if objective == "pn":
+        return nearest_centroid
+    return likelihood_classifier("avg") if objective == "avg" else likelihood_classifier("gauss", var_floor=var_floor)
 
 
-def make_method(objective: str, hidden: int) -> torch.nn.Module:
+def make_method(objective: str, hidden: int, var_floor: float = 1e-6) -> torch.nn.Module:
     """The network trained by ``objective`` (module docstring); seed 003's classification tuples: |Z-| = 20."""
     backbone = Conv4(1, hidden)
     if objective == "pn":
         return DistanceMethod(backbone, lambda x: x.float() / 255, kind="pn")
     score = "avg" if objective == "avg" else "gauss"
-    return Set2ModelMethod(backbone, None, score=score, negatives=20, range_grad=objective != "gauss-detached")
+    return Set2ModelMethod(backbone, None, score=score, negatives=20, range_grad=objective != "gauss-detached",
+                           var_floor=var_floor)
 
 
 def batches(images: torch.Tensor, labels: torch.Tensor, steps: int, ways: int = 3, shots: int = 5,
@@ -80,10 +84,10 @@ def batches(images: torch.Tensor, labels: torch.Tensor, steps: int, ways: int = 
 
 
 def train(objective: str, images: torch.Tensor, labels: torch.Tensor, steps: int, hidden: int, lr: float,
-          seed: int) -> tuple[torch.nn.Module, list[float]]:
+          seed: int, var_floor: float = 1e-6) -> tuple[torch.nn.Module, list[float]]:
     """Adam on the objective's loss; returns the network and the training violation rate of every batch (S2M)."""
     torch.manual_seed(seed)
-    m = make_method(objective, hidden)
+    m = make_method(objective, hidden, var_floor)
     viol: list[float] = []
     if objective == "untrained" or steps == 0:
         return m, viol
@@ -101,7 +105,7 @@ def train(objective: str, images: torch.Tensor, labels: torch.Tensor, steps: int
 
 @torch.no_grad()
 def accuracy(m: torch.nn.Module, objective: str, images: torch.Tensor, labels: torch.Tensor, ways: int,
-             episodes: int) -> float:
+             episodes: int, var_floor: float = 1e-6) -> float:
     """Mean 5-shot ``ways``-way accuracy on ``episodes`` episodes (seed 0, the same for every network)."""
     m.eval()
     if isinstance(m, Set2ModelMethod):
@@ -109,7 +113,7 @@ def accuracy(m: torch.nn.Module, objective: str, images: torch.Tensor, labels: t
     else:
         feats = m.backbone(images.float() / 255)
     res = evaluate(feats, labels, ways=ways, shots=5, queries=15, episodes=episodes,
-                   classifier={objective: CLASSIFY[objective]}, seed=0)
+                   classifier={objective: classifier(objective, var_floor)}, seed=0)
     return float(next(iter(res.values())).mean)
 
 
@@ -198,24 +202,50 @@ def main() -> None:
                     "characters with notebook 12's evidence configuration (select_floor)")
     ap.add_argument("--floors", nargs="+", type=float, default=list(FLOORS))
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    ap.add_argument("--var-floor", type=float, default=1e-6, help="variance floor of the Gaussian in training and "
+                    "in its classifier (the authors' 1e-6; notebook 12's evidence scale: chosen by --select-floor)")
     ap.add_argument("--save", action="store_true", help="write the result to benchmarks/results/, named by commit")
     a = ap.parse_args()
     torch.set_num_threads(int(os.environ.get("STUDYLIB_THREADS", "1")))
     if a.select_floor:
         select_floor(a.floors, a.seeds, a.save)
         return
+    objectives(a)
+
+
+def objectives(a: argparse.Namespace) -> dict:
+    """The objectives' held-out accuracies (module docstring); with ``--save`` a result file named by commit."""
+    from studylib.provenance import git_commit
+    commit = git_commit()  # the code this process runs
     ds = load_omniglot(ZIP, size=28, split="alphabet")
     tr, te = ds["train"], ds["test"]
-    print(f"train: {tr.num_classes} characters of {tr.superclass_names}; held out: {te.num_classes} of "
-          f"{te.superclass_names}; {a.steps} batches of 3 tuples, Conv4-{a.hidden}, Adam {a.lr}, seed {a.seed}")
+    setting = (f"train: {tr.num_classes} characters of {tr.superclass_names}; held out: {te.num_classes} of "
+               f"{te.superclass_names}; {a.steps} batches of 3 tuples, Conv4-{a.hidden}, Adam {a.lr}, seed {a.seed}, "
+               f"variance floor {a.var_floor:g} (training and classifier), {a.episodes} episodes")
+    print(setting)
+    rows = []
     for obj in a.objectives:
         t0 = time.time()
-        m, viol = train(obj, tr.images, tr.labels, a.steps, a.hidden, a.lr, a.seed)
+        m, viol = train(obj, tr.images, tr.labels, a.steps, a.hidden, a.lr, a.seed, a.var_floor)
         q = max(1, len(viol) // 4)
-        vq = [round(sum(viol[i * q:(i + 1) * q]) / q, 3) for i in range(4)] if viol else "-"
-        acc = {w: accuracy(m, obj, te.images, te.labels, w, a.episodes) for w in (5, 20)}
-        print(f"{obj:15s} violation per quarter {vq}  held-out 5-way {acc[5]:.3f}  20-way {acc[20]:.3f}  "
+        vq = [round(sum(viol[i * q:(i + 1) * q]) / q, 3) for i in range(4)] if viol else []
+        acc = {w: accuracy(m, obj, te.images, te.labels, w, a.episodes, a.var_floor) for w in (5, 20)}
+        rows.append({"objective": obj, "violation per quarter": vq, "5-way 5-shot": round(acc[5], 3),
+                     "20-way 5-shot": round(acc[20], 3)})
+        print(f"{obj:15s} violation per quarter {vq or '-'}  held-out 5-way {acc[5]:.3f}  20-way {acc[20]:.3f}  "
               f"({time.time() - t0:.0f} s)", flush=True)
+    result = {"benchmark": "set2model objectives on held-out Omniglot alphabets", "commit": commit,
+              "command": (f"PYTHONPATH=. STUDYLIB_THREADS=1 .venv/bin/python benchmarks/set2model_omniglot_learning.py "
+                          f"--steps {a.steps} --hidden {a.hidden} --lr {a.lr:g} --seed {a.seed} --episodes "
+                          f"{a.episodes} --var-floor {a.var_floor:g} --objectives {' '.join(a.objectives)} --save"),
+              "setting": setting, "rows": rows}
+    if a.save:
+        md = [f"# {result['benchmark']}", "", f"Commit `{commit}`; `{result['command']}`", "", setting + ".", "",
+              "| objective | training violation per quarter | 5-way 5-shot | 20-way 5-shot |", "| --- | --- | --- | --- |"]
+        md += [f"| {r['objective']} | {', '.join(map(str, r['violation per quarter'])) or '-'} | {r['5-way 5-shot']:.3f} "
+               f"| {r['20-way 5-shot']:.3f} |" for r in rows]
+        _save(f"set2model-objectives-floor{a.var_floor:g}-seed{a.seed}", result, "\n".join(md) + "\n")
+    return result
 
 
 if __name__ == "__main__":
