@@ -121,61 +121,88 @@ RESULTS = Path(__file__).resolve().parent / "results"
 FLOORS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2)  # the authors' 1e-6 (their min_covar) and larger ones
 
 
-def select_floor(floors: list[float], seeds: list[int], save: bool) -> dict:
+def select_floor(floors: list[float], seeds: list[int], save: bool, notebook: str = "12",
+                 max_fraction: float = 0.1) -> dict:
     """Choose Set2Model's variance floor on the validation alphabet (Korean), never on the test alphabet.
 
-    For each floor, notebook 12's evidence configuration (``params/12_set2model_omniglot/evidence.yaml``: the
-    real subset split by alphabet, rotations as classes, Conv4-64, 3 tuples of |X| = 5, |Z+| = 15, |Z-| = 20, its
-    training length) trains S2M-Gauss with that floor (added to every fitted variance in training) for each seed,
-    and classifies 5-shot 5- and 20-way episodes of the **validation** characters by Gaussian likelihood with the
-    same floor (:func:`studylib.experiments.set2model_omniglot.classify` with ``split="val"``). The floor with
-    the highest mean 20-way validation accuracy over seeds is chosen (20-way: the harder task, where the floor
-    matters most). Runs go through the run store (``$STUDYLIB_CACHE``), so the chosen floor's runs are the
-    evidence scale's own S2M-Gauss runs of those seeds.
+    For each floor, the notebook's evidence configuration (``params/<nb>/evidence.yaml``: the real subset split
+    by alphabet, rotations as classes, the paper's Conv4 and tuples, its training length) trains S2M-Gauss with
+    that floor (added to every fitted variance in training and at test) for each seed, and tests it on the
+    **validation** characters:
+
+    * ``12`` (classification, Table 2): 5-shot 5- and 20-way episodes classified by Gaussian likelihood
+      (:func:`studylib.experiments.set2model_omniglot.classify`, ``split="val"``); the rule: the highest mean
+      20-way accuracy (the harder task, where the floor matters most);
+    * ``11`` (retrieval, Table 1's Omniglot column): mAP of plain concepts ranked by the Gaussian's likelihood
+      (:func:`studylib.experiments.set2model.retrieval_eval`, ``split="val"``); the rule: the highest mean mAP.
+
+    Only a floor is eligible: a value at most ``max_fraction`` (1/10) of the mean per-dimension variance of
+    the unit-norm ``d``-dimensional descriptors (``1 / d``), so that the fitted variances, not the floor, make the
+    Gaussian; a larger value turns the Gaussian into an isotropic one (its likelihood ranks like the nearest class
+    mean), another method. Larger values are measured and reported all the same.
+
+    Runs go through the run store (``$STUDYLIB_CACHE``), so the chosen floor's runs are the evidence scale's own
+    S2M-Gauss runs of those seeds.
     """
     from studylib.config import load_params
-    from studylib.experiments import set2model_omniglot as mod
+    from studylib.experiments import set2model as mod11, set2model_omniglot as mod12
     from studylib.experiments.runner import run_spec
     from studylib.provenance import git_commit
     commit = git_commit()  # the code this process runs (taken before any work: a later commit is not this code)
+    mod = mod12 if notebook == "12" else mod11
     rows = []
     for floor in floors:
         p = load_params(mod.Params, mod.NOTEBOOK, "evidence", var_floor=floor, seeds=seeds, train_models=["gauss"])
         for seed in seeds:
             t0 = time.process_time()
             out = run_spec(mod.make_spec(p, "gauss", seed), progress=False)
-            acc = mod.classify(p, out, split="val")
-            row = {"var_floor": floor, "seed": seed, **{f"val {w}-way": float(acc[f"{w}way/gauss"].mean())
-                                                        for w in p.eval_ways},
-                   "cpu_seconds": round(time.process_time() - t0, 1)}
+            if notebook == "12":
+                acc = mod.classify(p, out, split="val")
+                got = {f"val {w}-way": float(acc[f"{w}way/gauss"].mean()) for w in p.eval_ways}
+            else:
+                got = {"val mAP": float(mod.retrieval_eval(p, out, "gauss", split="val")["plain/gauss"].mean())}
+            row = {"var_floor": floor, "seed": seed, **got, "cpu_seconds": round(time.process_time() - t0, 1)}
             rows.append(row)
             print(json.dumps(row), flush=True)
     summary = {}
     for floor in floors:
         mine = [r for r in rows if r["var_floor"] == floor]
         summary[f"{floor:g}"] = {k: sum(r[k] for r in mine) / len(mine) for k in mine[0] if k.startswith("val ")}
-    best = max(floors, key=lambda f: summary[f"{f:g}"]["val 20-way"])
-    result = {"benchmark": "set2model variance floor on validation characters", "commit": commit,
+    key = "val 20-way" if notebook == "12" else "val mAP"
+    d = p.dim or p.hidden  # the descriptors' dimension (notebook 12: the Conv4's features)
+    bound = max_fraction / d
+    eligible = [f for f in floors if f <= bound]
+    if not eligible:
+        raise ValueError(f"no floor <= {bound:.3g} ({max_fraction:g} / {d}) among {floors}")
+    best = max(eligible, key=lambda f: summary[f"{f:g}"][key])
+    what = ("5-shot, Gaussian likelihood" if notebook == "12" else
+            "plain concepts (sets of 10), mAP of the Gaussian's ranking")
+    result = {"benchmark": f"set2model variance floor on validation characters (notebook {mod.NOTEBOOK})",
+              "commit": commit,
               "command": f"PYTHONPATH=. STUDYLIB_THREADS=1 .venv/bin/python benchmarks/set2model_omniglot_learning.py "
-                         f"--select-floor --floors {' '.join(f'{f:g}' for f in floors)} --seeds "
-                         f"{' '.join(map(str, seeds))} --save",
-              "configuration": "params/12_set2model_omniglot/evidence.yaml (S2M-Gauss only), var_floor varied",
-              "validation": "Korean (the subset's validation alphabet), 5-shot, Gaussian likelihood",
+                         f"--select-floor{' --notebook 11' if notebook == '11' else ''} --floors "
+                         f"{' '.join(f'{f:g}' for f in floors)} --seeds {' '.join(map(str, seeds))} --save",
+              "configuration": f"params/{mod.NOTEBOOK}/evidence.yaml (S2M-Gauss only), var_floor varied",
+              "validation": f"Korean (the subset's validation alphabet), {what}",
               "machine": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
-              "rows": rows, "mean over seeds": summary, "chosen": best,
-              "rule": "the highest mean 20-way validation accuracy"}
+              "rows": rows, "mean over seeds": summary, "chosen": best, "eligible": eligible,
+              "rule": (f"the highest mean {key.removeprefix('val ')} on validation among the floors <= {bound:.3g} "
+                       f"({max_fraction:g} of the mean per-dimension variance 1/{d} of unit-norm {d}-d descriptors)"),
+              "note": "cpu_seconds: this process's; 0 where the run store already held the run and its evaluation"}
     print(json.dumps({"mean over seeds": summary, "chosen": best}, indent=1))
     if save:
-        _save("set2model-var-floor", result, _floor_markdown(result))
+        _save(f"set2model-var-floor{'-retrieval' if notebook == '11' else ''}", result, _floor_markdown(result))
     return result
 
 
 def _floor_markdown(r: dict) -> str:
+    keys = [k for k in next(iter(r["mean over seeds"].values()))]
     lines = [f"# {r['benchmark']}", "", f"Commit `{r['commit']}`; `{r['command']}`", "",
              f"Configuration: {r['configuration']}. Validation: {r['validation']}. Rule: {r['rule']}.", "",
-             "| var_floor | val 5-way | val 20-way |", "| --- | --- | --- |"]
+             "| var_floor | " + " | ".join(keys) + " |", "| --- |" + " --- |" * len(keys)]
     for f, v in r["mean over seeds"].items():
-        lines.append(f"| {f} | {v.get('val 5-way', float('nan')):.3f} | {v.get('val 20-way', float('nan')):.3f} |")
+        mark = "" if float(f) in r["eligible"] else " (not a floor: above the bound)"
+        lines.append(f"| {f}{mark} | " + " | ".join(f"{v[k]:.3f}" for k in keys) + " |")
     lines += ["", f"Chosen: **{r['chosen']:g}** (mean over seeds; per-seed values in the JSON file).", ""]
     return "\n".join(lines)
 
@@ -201,6 +228,8 @@ def main() -> None:
     ap.add_argument("--select-floor", action="store_true", help="choose the variance floor on validation "
                     "characters with notebook 12's evidence configuration (select_floor)")
     ap.add_argument("--floors", nargs="+", type=float, default=list(FLOORS))
+    ap.add_argument("--notebook", choices=("11", "12"), default="12", help="--select-floor: the evidence configuration "
+                    "and the validation measure (12: 20-way accuracy; 11: retrieval mAP)")
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     ap.add_argument("--var-floor", type=float, default=1e-6, help="variance floor of the Gaussian in training and "
                     "in its classifier (the authors' 1e-6; notebook 12's evidence scale: chosen by --select-floor)")
@@ -208,7 +237,7 @@ def main() -> None:
     a = ap.parse_args()
     torch.set_num_threads(int(os.environ.get("STUDYLIB_THREADS", "1")))
     if a.select_floor:
-        select_floor(a.floors, a.seeds, a.save)
+        select_floor(a.floors, a.seeds, a.save, a.notebook)
         return
     objectives(a)
 

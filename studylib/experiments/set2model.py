@@ -261,14 +261,16 @@ def _score_chunked(sets: torch.Tensor, feats: torch.Tensor, score: str, var_floo
     return torch.cat(rows)
 
 
-def retrieval_eval(p: Params, outcome: Outcome, model: str, untrained: bool = False) -> dict[str, torch.Tensor]:
+def retrieval_eval(p: Params, outcome: Outcome, model: str, untrained: bool = False,
+                   split: str = "test") -> dict[str, torch.Tensor]:
     """``{"<task>/<score>": [C] AP per concept, "plain/hist" and "plain/violation": [C]}`` of one network.
 
     ``plain/hist`` is the histogram loss (the training conventions) of each plain concept's relevant and
     irrelevant database scores under the network's own score, ``plain/violation`` the exact rate of Eq. 5.
     Cached in the run's folder under a hash of the protocol. ``untrained``: the run's initial network
     (:func:`~studylib.experiments.omniglot_evidence.untrained_network`; the regime checks' baseline) on the same
-    plain concepts (the other tasks are not evaluated).
+    plain concepts (the other tasks are not evaluated). ``split="val"``: the validation classes (for choosing
+    hyperparameters, ``benchmarks/set2model_omniglot_learning.py``).
     """
     settings = task_settings(p)
     if untrained:
@@ -279,12 +281,14 @@ def retrieval_eval(p: Params, outcome: Outcome, model: str, untrained: bool = Fa
               "v": EVAL_VERSION}
     if untrained:
         config["untrained"] = True
+    if split != "test":
+        config["split"] = split
     fname = f"retrieval-{config_hash(config)}.pt"
     if outcome.run.has(fname):
         return outcome.run.load_tensor(fname)
     method, transform, dataset = (untrained_network if untrained else load_trained)(outcome)
     device = get_device(p.device)
-    test = dataset["test"]
+    test = dataset[split]
     with torch.no_grad():
         feats = extract_features(method.features, test.images, transform, device=device).float()
         if model == PL:  # pre-learned features are L2-normalised like the set networks' descriptors (Sec. 4.2)
