@@ -330,9 +330,9 @@ class RegimeInputs:
 
 def regime_inputs(p: Params, runs: Runs) -> RegimeInputs:
     """Fig. 4's SPEs of each sampler (at the smallest ``s``) and Table 1's models (the first training shots), each
-    with its untrained network, in the Fig. 4 setting; the PN's Table 1 accuracies. The SPEs of a seed and
-    dimension start from one network (sampler and samples are no parameters), so their untrained network is
-    evaluated once (in the first run's folder). ``pn_gap``: PN - SPE of Table 1."""
+    with its untrained network, in the Fig. 4 setting, and PN - SPE of Table 1. The SPEs of a seed and dimension
+    start from one network (sampler and samples are no parameters), so their untrained network is evaluated once
+    (in the first run's folder)."""
     out: dict[tuple[str, int, str, int], tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
     base: dict[tuple[str, int, int], torch.Tensor] = {}
 
