@@ -18,6 +18,9 @@ PAPER-NOTES 002):
   tested 1-shot 20-way; one model per training seed (the paper's replications).
 * Table 1: PN against the intersection SPE with 1 training sample, 2-D and 64-D, 1/5-shot x 5/20-way; one
   model per training seed.
+* Regime checks (:func:`regimes`; :mod:`studylib.experiments.omniglot_evidence`), shown above the claims table:
+  the trained models beat their untrained networks, the PN lies within the paper's gap of the SPE. The evidence
+  scale (``evidence.yaml``) trains and tests on the real Omniglot subset split by alphabet; its claims are proxies.
 * The models of a training seed are tested on the same episodes (each seed draws its own:
   :func:`~studylib.evaluation.episode_seed`), so every comparison is a paired difference per seed
   (:func:`studylib.evaluation.stats.paired_difference`) and every claim's verdict comes from
