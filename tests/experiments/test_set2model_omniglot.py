@@ -206,3 +206,23 @@ def test_evidence_scale_is_the_paper_protocol_on_the_real_subset_cut_in_length()
     assert applied and all("proxy of the paper's Omniglot claim" in c.test for c in applied)
     assert not any(c.applies for c in table if c.id.startswith(("t2-s2m-gauss-", "t2-s2m-gauss-similar")))
     assert "proxy" not in mod.claims(mod.Params()).checked()
+
+
+@needs_omniglot
+def test_evidence_configuration_runs_on_the_real_subset_with_its_regime_checks(tmp_path, monkeypatch):
+    """evidence.yaml's path through the real reader, cut tiny: the alphabet split (Latin tested, Korean validates),
+    every network trained, classified on test and validation characters, its untrained network on the same
+    episodes, and the claims table with its regime checks and proxy notes."""
+    monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path / "cache"))
+    p = load_params(mod.Params, mod.NOTEBOOK, "evidence", data_root=str(OMNIGLOT_ZIP), hidden=8,
+                    batches_per_epoch=3, eval_episodes=2, seeds=[0, 1], device="cpu")
+    ds = mod.load_data(p)
+    assert ds["test"].superclass_names == ["Latin"] and ds["val"].superclass_names == ["Korean"]
+    outcomes = mod.run(p, progress=False)
+    val = mod.classify(p, outcomes["gauss"][0], split="val")
+    assert val.keys() == mod.classify(p, outcomes["gauss"][0]).keys()
+    table = mod.claims(p, outcomes)
+    assert {r.name.split(" beats")[0] for r in table.regimes if "untrained" in r.name} == {"S2M-Gauss", "AVG-FT",
+                                                                                          "Matching Nets"}
+    assert all(r.passed is not None for r in table.regimes)
+    assert table["s2m-gauss-beats-avg-ft-20way"].measured.n_seeds == 2

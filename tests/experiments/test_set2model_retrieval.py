@@ -10,6 +10,7 @@ import torch
 from studylib.config import load_params
 from studylib.experiments import set2model as mod
 from studylib.experiments import set2model_omniglot as mod12
+from conftest import OMNIGLOT_ZIP, needs_omniglot  # tests/conftest.py
 
 
 @pytest.mark.parametrize("m", [mod, mod12])
@@ -124,3 +125,20 @@ def test_evidence_scale_is_the_papers_omniglot_column_on_the_real_subset_cut_in_
                                                   "t1-omniglot-gauss-beats-gmm"}
     assert all("proxy of the paper's Omniglot claim" in c.test for c in table if c.applies)
     assert "proxy" not in mod.claims(mod.Params()).checked()
+
+
+@needs_omniglot
+def test_evidence_configuration_runs_on_the_real_subset_with_its_regime_checks(tmp_path, monkeypatch):
+    """evidence.yaml's path through the real reader, cut tiny: the networks of Table 1's Omniglot column trained
+    on the training alphabets, retrieval on Latin and on the validation alphabet, the untrained networks on the
+    same concepts, and the claims table with its regime checks."""
+    monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path / "cache"))
+    p = load_params(mod.Params, mod.NOTEBOOK, "evidence", data_root=str(OMNIGLOT_ZIP), hidden=8, dim=16,
+                    batches_per_epoch=2, seeds=[0, 1], device="cpu")
+    outcomes = mod.run(p, progress=False)
+    assert set(outcomes) == {"gauss", "gmm", "avg"}
+    val = mod.retrieval_eval(p, outcomes["gauss"][0], "gauss", split="val")
+    assert val["plain/gauss"].numel() == 160  # Korean: 40 characters x 4 rotations, one concept each
+    table = mod.claims(p, outcomes)
+    assert len(table.regimes) == 4 and all(r.passed is not None for r in table.regimes)
+    assert table["t1-omniglot-gauss-beats-gmm"].measured.n_seeds == 2

@@ -359,3 +359,18 @@ def test_evidence_scale_is_the_paper_protocol_on_the_real_subset_cut_in_length()
     assert {c.id for c in applied} >= {"fig4-intersection-beats-naive-s1", "table1-2d-1shot-20way"}
     assert all("proxy of the paper's Omniglot claim" in c.test for c in applied)
     assert "proxy" not in so.claims(so.Params()).checked()
+
+
+@needs_omniglot
+def test_evidence_configuration_runs_on_the_real_subset_with_its_regime_checks(tmp_path, monkeypatch):
+    """evidence.yaml's path through the real reader, cut tiny: 60-way episodes of the training alphabets' rotation
+    classes, Fig. 4's two samplers and Table 1's PN, their untrained networks on the same episodes, the claims
+    table with its regime checks."""
+    monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path / "cache"))
+    p = load_params(so.Params, so.NOTEBOOK, "evidence", data_root=str(OMNIGLOT_ZIP), hidden=8, batches_per_epoch=2,
+                    eval_episodes=2, eval_samples=5, seeds=[0, 1], device="cpu")
+    runs = so.run(p, progress=False)
+    assert so.run_counts(p)["distinct runs"] == 6  # naive and intersection SPE (Fig. 4 = Table 1's) and PN, 2 seeds
+    table = so.claims(p, runs)
+    assert len(table.regimes) == 4 and all(r.passed is not None for r in table.regimes)
+    assert table["fig4-intersection-beats-naive-s1"].measured.n_seeds == 2
