@@ -23,7 +23,6 @@ import torch
 
 from studylib.data.base import FewShotDataset
 from studylib.evaluation import episode_seed, evaluate, extract_features, get_classifier
-from studylib.experiments.omniglot_evidence import untrained_network
 from studylib.experiments.runner import EvalSpec, Outcome, load_trained
 from studylib.methods.base import Method
 from studylib.methods.spe import SPEMethod
@@ -97,8 +96,7 @@ def cached(outcome: Outcome, name: str, config: dict[str, Any], compute: Callabl
 
 def few_shot_accuracies(outcome: Outcome, ways: list[int], shots: list[int], queries: int, episodes: int,
                         split: str = "test", seed: int = 0, samples: int = 200,
-                        loaded: tuple[Method, Callable, FewShotDataset] | None = None,
-                        untrained: bool = False) -> dict[str, torch.Tensor]:
+                        loaded: tuple[Method, Callable, FewShotDataset] | None = None) -> dict[str, torch.Tensor]:
     """Per-episode accuracies ``{"<ways>way/<shots>shot": [E] float64}`` of a finished SPE or PN run.
 
     SPE: naive sampler with ``samples`` samples per query (seed 002 Sec. 3: 200), fixed noise seed, on
@@ -106,18 +104,14 @@ def few_shot_accuracies(outcome: Outcome, ways: list[int], shots: list[int], que
     drawn from ``seed`` and the run's training seed (:func:`~studylib.evaluation.episode_seed`: every model of a
     training seed sees the same episodes, so models are compared paired, and each training seed its own, so an
     interval over seeds covers episode sampling); all shot counts share them
-    (:func:`studylib.evaluation.evaluate`). Cached in the run's folder. ``untrained``: the run's initial network
-    instead (:func:`studylib.experiments.omniglot_evidence.untrained_network`; the regime checks' baseline), on the
-    same episodes.
+    (:func:`studylib.evaluation.evaluate`). Cached in the run's folder.
     """
     config = {"ways": list(ways), "shots": list(shots), "queries": queries, "episodes": episodes, "split": split,
               "seed": seed, "samples": samples, "v": 2}  # 2: episodes per training seed
-    if untrained:
-        config["untrained"] = True
     seed = episode_seed(seed, outcome.spec.train.seed)
 
     def compute() -> dict[str, torch.Tensor]:
-        method, transform, dataset = untrained_network(outcome) if untrained else loaded or load_trained(outcome)
+        method, transform, dataset = loaded or load_trained(outcome)
         data = dataset[split]
         feats = model_features(method, data.images, transform)
         if isinstance(method, SPEMethod):

@@ -29,6 +29,7 @@ PAPER-NOTES 002):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -43,7 +44,7 @@ from studylib.evaluation import stats
 from studylib.evaluation.verdicts import Claim, Expectation, Regime
 from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.common import DataParams
-from studylib.experiments.omniglot_evidence import learned, proxy_note, within_paper_gap
+from studylib.experiments.omniglot_evidence import learned, proxy_note, untrained_network, within_paper_gap
 from studylib.experiments.runner import DataSpec, Outcome, RunSpec, run_sweep
 from studylib.experiments.spe_common import eval_spec_stub, few_shot_accuracies, method_parts
 from studylib.training.loop import OPTIMIZERS, TrainConfig
@@ -199,8 +200,20 @@ def run(p: Params, progress: bool = True) -> Runs:
 # ----------------------------------------------------------------------------------------------------------
 
 def _fig4_acc(p: Params, out: Outcome, untrained: bool = False) -> torch.Tensor:
-    return few_shot_accuracies(out, [p.fig4_ways], [p.fig4_shots], p.eval_queries, p.eval_episodes, seed=0,
-                               samples=p.eval_samples, untrained=untrained)[f"{p.fig4_ways}way/{p.fig4_shots}shot"]
+    fn = untrained_accuracies if untrained else few_shot_accuracies
+    return fn(out, [p.fig4_ways], [p.fig4_shots], p.eval_queries, p.eval_episodes, seed=0,
+              samples=p.eval_samples)[f"{p.fig4_ways}way/{p.fig4_shots}shot"]
+
+
+def untrained_accuracies(outcome: Outcome, ways: list[int], shots: list[int], queries: int, episodes: int,
+                         seed: int = 0, samples: int = 200) -> dict[str, torch.Tensor]:
+    """:func:`~studylib.experiments.spe_common.few_shot_accuracies` of the run's untrained network
+    (:func:`~studylib.experiments.omniglot_evidence.untrained_network`; the regime checks' baseline) on the same
+    episodes, cached in the run's sub-folder ``untrained-<hash>/`` (apart from the trained network's results)."""
+    initial = dataclasses.replace(outcome, run=outcome.run.child("untrained", {"weights": "initial"}),
+                                  evaluation=None)
+    return few_shot_accuracies(initial, ways, shots, queries, episodes, seed=seed, samples=samples,
+                               loaded=untrained_network(outcome))
 
 
 def fig4_accuracies(p: Params, runs: Runs) -> dict[tuple[str, int], list[torch.Tensor]]:

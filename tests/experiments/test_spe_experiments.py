@@ -159,6 +159,7 @@ def test_omniglot_claims_are_static_and_measured_pairwise(monkeypatch):
         return fake[key]
 
     monkeypatch.setattr(so, "few_shot_accuracies", acc)
+    monkeypatch.setattr(so, "untrained_accuracies", lambda out, *a, **k: acc(out, *a, **k, untrained=True))
     runs = so.Runs([(k, f"{s.name}") for k, s in so.fig4_specs(p)], [(k, f"{s.name}") for k, s in so.table_specs(p)])
     table = so.claims(p, runs)
     tk = (tuple(p.table_ways), tuple(p.table_shots))
@@ -343,8 +344,10 @@ def test_the_untrained_spe_is_the_runs_initial_network_shared_by_both_samplers(t
     trained = outs["naive"].run.load_tensor("weights.pt")
     assert not torch.equal(trained["backbone.blocks.0.0.weight"], nets["naive"].backbone.state_dict()["blocks.0.0.weight"])
     a = few_shot_accuracies(outs["naive"], [5], [1], 3, 4, samples=5)
-    b = few_shot_accuracies(outs["naive"], [5], [1], 3, 4, samples=5, untrained=True)
+    b = so.untrained_accuracies(outs["naive"], [5], [1], 3, 4, samples=5)
     assert not torch.equal(a["5way/1shot"], b["5way/1shot"])
+    assert torch.equal(a["5way/1shot"], few_shot_accuracies(outs["naive"], [5], [1], 3, 4, samples=5)["5way/1shot"])
+    assert torch.equal(b["5way/1shot"], so.untrained_accuracies(outs["naive"], [5], [1], 3, 4, samples=5)["5way/1shot"])
 
 
 def test_evidence_scale_is_the_paper_protocol_on_the_real_subset_cut_in_length():
