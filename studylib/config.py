@@ -270,7 +270,7 @@ def check_field(f: dataclasses.Field, tp: Any, key: str, value: Any, where: str)
     choices = f.metadata.get("choices")
     if choices is not None:
         seq = v if isinstance(v, (list, tuple)) else [v]
-        bad = [x for x in seq if x not in choices]
+        bad = [x for x in seq if x is not None and x not in choices]  # None: only where the type allows it
         if bad:
             raise ParamError(f"parameter {key!r} = {show(value)} in {where} is not allowed; allowed values: "
                              f"{', '.join(map(str, choices))}")

@@ -24,6 +24,11 @@ Every number has a range (:func:`studylib.config.field_limits`) and non-finite v
 read by :func:`studylib.config.load_yaml` (a mapping of names to values, aliases bounded), so a configuration
 that cannot run is refused in seconds, before anything is allocated.
 
+Data read in place from the folder beside every checkout (``../shared/data/...``, e.g. the Omniglot subset of the
+evidence scale of notebooks 10-12) that is absent on this machine is no problem: the run is *not run* (one line:
+"not run: needs the Omniglot subset (../shared/data/omniglot/)", exit status :data:`NOT_RUN`), and ``./study run``
+goes on with the other notebooks without failing.
+
 Defaults adapt where the intent is clear, and the report says so in one line each: a ``batch_size`` larger than
 the training split becomes the training split's size; ``eval_ways`` above the evaluation split's classes becomes
 that number of classes (at least 2). A value given on the command line is never adapted (it is reported as a
@@ -77,6 +82,10 @@ DATASET_SOURCES: dict[str, tuple[str, str]] = {
             "get CUB_200_2011.tgz from data.caltech.edu (Caltech-UCSD Birds-200-2011) and extract it; layout: "
             "<data_root>/CUB_200_2011/{images/,images.txt,image_class_labels.txt,classes.txt}"),
 }
+# Data the project reads in place from the folder beside every checkout (here and in CI), never copied into it:
+# an evidence configuration that reads it is not run where it is absent (one line, no failure).
+SHARED_DATA = "../shared/data/"
+SHARED_DATA_NAMES = {"omniglot": "the Omniglot subset"}
 FEWER_CLASSES = ("with fewer classes, train nothing: classify your images with a backbone trained elsewhere "
                  "(model = studylib.api.load_run(...), then model.classify(support_files, labels, query_files); "
                  "README: Your own images)")
@@ -104,6 +113,7 @@ class Report:
     notes: list[str] = field(default_factory=list)  # one line each: the data, the minimum, each adaptation
     warnings: list[str] = field(default_factory=list)  # what runs but deserves a second look (hours of work)
     folder_images: int | None = None  # images of a folder of your own (its scan), for the resource estimate
+    not_run: str = ""  # why the run is skipped without failing: shared data (SHARED_DATA) absent on this machine
 
     @property
     def ok(self) -> bool:
@@ -111,7 +121,8 @@ class Report:
 
     def text(self) -> str:
         head = f"study check {self.notebook} ({self.scale}): "
-        head += "ok" if self.ok else f"{len(self.problems)} problem{'s' if len(self.problems) > 1 else ''}"
+        head += (f"not run: {self.not_run}" if self.ok and self.not_run else
+                 "ok" if self.ok else f"{len(self.problems)} problem{'s' if len(self.problems) > 1 else ''}")
         lines = [head, *(f"  {n}" for n in self.notes), *(f"  warning: {w}" for w in self.warnings),
                  *(p.line() for p in self.problems)]
         return "\n".join(lines)
@@ -338,6 +349,11 @@ def _check_data(report: Report, v: dict[str, Any], given: set[str], module: Any 
         return
     path = resolve_root(root)
     if not path.exists():
+        shared = str(root).replace("\\", "/")
+        if shared.startswith(SHARED_DATA):  # e.g. ../shared/data/omniglot/images_background_small1.zip
+            folder = SHARED_DATA + shared[len(SHARED_DATA):].split("/", 1)[0] + "/"
+            report.not_run = f"needs {SHARED_DATA_NAMES.get(data, f'the shared {data} data')} ({folder})"
+            return
         if data in DATASET_SOURCES:
             what, where = DATASET_SOURCES[data]
             report.problems.append(Problem("data_root", f"no folder {path}: it should hold {what}\n"
@@ -408,6 +424,9 @@ def check(notebook: str, scale: str = "smoke", given: dict[str, Any] | None = No
     return report
 
 
+NOT_RUN = 3  # the exit status of a check whose run is skipped (Report.not_run); ./study run goes on without failing
+
+
 def _scale_name(name: str) -> str:
     """A scale (smoke, evidence, paper, check) or a variant of one (``paper-cifarfs``), for ``--scale``."""
     if name.split("-", 1)[0] not in SCALES:
@@ -447,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
     print(report.text(), file=sys.stderr)
     if args.adapted:
         Path(args.adapted).write_text(yaml.safe_dump(report.adapted) if report.adapted else "", encoding="utf-8")
-    return 0 if report.ok else 1
+    return 1 if not report.ok else NOT_RUN if report.not_run else 0
 
 
 __all__ = ["DATASET_SOURCES", "Problem", "Report", "check", "check_values", "min_classes_random", "overrides",

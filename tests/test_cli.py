@@ -213,3 +213,36 @@ def test_run_jobs_runs_notebooks_side_by_side_and_names_each_line(repo, tmp_path
         assert "[00_quickstart] study: 00_quickstart done" in out.stderr
     bad = subprocess.run([str(root / "study"), "run", "--jobs", "0", nbs[0]], env=env, capture_output=True, text=True)
     assert bad.returncode == 2 and "--jobs needs a whole number" in bad.stderr
+
+
+def test_run_says_not_run_for_a_notebook_whose_shared_data_is_absent_and_goes_on(repo, tmp_path):
+    """Issue 31: an evidence configuration that reads the Omniglot subset beside the checkout
+    (../shared/data/omniglot/) is not run where the subset is absent: one clear line, no failure, and the other
+    notebooks run. Before: the pre-flight's missing folder failed the whole ./study run --scale evidence."""
+    import shutil
+    import yaml
+    root = tmp_path / "repo"
+    nbs = ("00_quickstart", "12_set2model_omniglot")
+    for nb in nbs:
+        (root / "params" / nb).mkdir(parents=True)
+    (root / "notebooks").mkdir()
+    for f in ("study", "pyproject.toml", *(f"notebooks/{nb}.ipynb" for nb in nbs)):
+        shutil.copy2(repo / f, root / f)
+    (root / "params" / nbs[0] / "evidence.yaml").write_text("scale: evidence\n")
+    ev = yaml.safe_load((repo / "params" / nbs[1] / "evidence.yaml").read_text())
+    assert ev["data_root"].startswith("../shared/data/omniglot/")
+    ev["data_root"] = "../shared/data/omniglot/absent-in-this-test.zip"
+    (root / "params" / nbs[1] / "evidence.yaml").write_text(yaml.safe_dump(ev))
+    (root / ".venv").symlink_to((repo / ".venv").resolve())
+    fake = tmp_path / "papermill"
+    fake.write_text(FAKE_RUN)
+    fake.chmod(0o755)
+    env = _env(STUDYLIB_PAPERMILL=str(fake), FAKE_LOG=str(tmp_path / "log.txt"), FAIL_NB="", FAKE_WAIT="",
+               STUDYLIB_CACHE=str(tmp_path / "cache"))
+    out = subprocess.run([str(root / "study"), "run", "--scale", "evidence", "--jobs", "1", *nbs], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert ("study check 12_set2model_omniglot (evidence): not run: needs the Omniglot subset "
+            "(../shared/data/omniglot/)") in out.stderr
+    assert "study: 12_set2model_omniglot not run" in out.stderr and "00_quickstart done" in out.stderr
+    assert "start 12_set2model_omniglot" not in (tmp_path / "log.txt").read_text()

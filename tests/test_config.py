@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from studylib.config import ParamError, param, read_param_file, validate
+from studylib.config import ParamError, load_params, param, read_param_file, validate
 
 
 @dataclass
@@ -112,3 +112,16 @@ def test_bounds_name_the_value_and_the_range(key, value, msg):
 def test_bounds_let_edges_and_none_through():
     p = validate(Bounded, {"lr": 1e-9, "momentum": 0, "milestones": [0, 1], "max_classes": None})
     assert (p.lr, p.momentum, p.milestones, p.max_classes) == (1e-9, 0.0, [0.0, 1.0], None)
+
+
+def test_none_passes_the_choices_of_an_optional_parameter_only():
+    """11_set2model's ``pretrained: str | None`` with choices ('ce',): None (no -PL network, its help says so) was
+    refused as "not allowed" by load_params and the pre-flight; a None for a parameter whose type has no None is
+    still refused."""
+    from studylib import preflight
+    from studylib.experiments import set2model as m
+    assert load_params(m.Params, m.NOTEBOOK, "smoke", pretrained=None).pretrained is None
+    assert preflight.check(m.NOTEBOOK, "smoke", {"pretrained": None}).ok
+    with pytest.raises(ParamError, match="must be str"):
+        load_params(m.Params, m.NOTEBOOK, "smoke", backbone=None)
+    assert not preflight.check(m.NOTEBOOK, "smoke", {"backbone": None}).ok

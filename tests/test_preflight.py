@@ -115,7 +115,7 @@ def test_list_paper_estimates_gpu_hours_from_the_measured_step_time():
     records = {}
     for path in sorted((repo / "benchmarks" / "results").glob("*.json")):
         record = json.loads(path.read_text())
-        for step in record["steps"]:
+        for step in record.get("steps", []):  # gpu-check records; other result files have none
             for row in (step.get("figures") or {}).get("rows", []):
                 if row["key"] == "nca_project":
                     records[record["environment"]["date"]] = (row["img_per_s"], path.name)
@@ -199,3 +199,18 @@ def test_the_reported_splits_are_the_ones_the_run_reads(tmp_path):
         counts = counts[counts > 0].tolist()
         want = f"{s} {len(counts)} classes, {sum(counts)} images ({min(counts)}-{max(counts)} per class)"
         assert want in report.notes[0], (want, report.notes[0])
+
+
+def test_absent_shared_data_is_not_run_not_a_problem(capsys):
+    """Issue 31: a configuration reading the data beside every checkout (../shared/data/omniglot/...) that is absent
+    on this machine is 'not run' with one line naming what it needs (exit 3, which ./study run passes over); the
+    same file elsewhere is still a problem with its fix (exit 1)."""
+    shared = {"data_root": "../shared/data/omniglot/absent-in-this-test.zip"}
+    report = preflight.check("12_set2model_omniglot", "evidence", shared)
+    assert report.ok and report.not_run == "needs the Omniglot subset (../shared/data/omniglot/)"
+    assert preflight.main(["12", "--scale", "evidence", "-p", "data_root", shared["data_root"]]) == preflight.NOT_RUN == 3
+    assert ("study check 12_set2model_omniglot (evidence): not run: needs the Omniglot subset "
+            "(../shared/data/omniglot/)") in capsys.readouterr().err
+    elsewhere = preflight.check("12_set2model_omniglot", "evidence", {"data_root": "/nonexistent/omniglot.zip"})
+    assert not elsewhere.ok and not elsewhere.not_run and "github.com/brendenlake/omniglot" in elsewhere.text()
+    assert preflight.main(["12", "--scale", "evidence", "-p", "data_root", "/nonexistent/omniglot.zip"]) == 1

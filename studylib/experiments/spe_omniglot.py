@@ -18,6 +18,9 @@ PAPER-NOTES 002):
   tested 1-shot 20-way; one model per training seed (the paper's replications).
 * Table 1: PN against the intersection SPE with 1 training sample, 2-D and 64-D, 1/5-shot x 5/20-way; one
   model per training seed.
+* Regime checks (:func:`regimes`; :mod:`studylib.experiments.omniglot_evidence`), shown above the claims table:
+  the trained models beat their untrained networks, the PN lies within the paper's gap of the SPE. The evidence
+  scale (``evidence.yaml``) trains and tests on the real Omniglot subset split by alphabet; its claims are proxies.
 * The models of a training seed are tested on the same episodes (each seed draws its own:
   :func:`~studylib.evaluation.episode_seed`), so every comparison is a paired difference per seed
   (:func:`studylib.evaluation.stats.paired_difference`) and every claim's verdict comes from
@@ -26,6 +29,7 @@ PAPER-NOTES 002):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -37,9 +41,10 @@ import torch
 from studylib.config import param
 from studylib.data.base import FewShotDataset
 from studylib.evaluation import stats
-from studylib.evaluation.verdicts import Claim, Expectation
+from studylib.evaluation.verdicts import Claim, Expectation, Regime
 from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.common import DataParams
+from studylib.experiments.omniglot_evidence import learned, proxy_note, untrained_network, within_paper_gap
 from studylib.experiments.runner import DataSpec, Outcome, RunSpec, run_sweep
 from studylib.experiments.spe_common import eval_spec_stub, few_shot_accuracies, method_parts
 from studylib.training.loop import OPTIMIZERS, TrainConfig
@@ -194,9 +199,21 @@ def run(p: Params, progress: bool = True) -> Runs:
 # Evaluation (per-episode accuracies, the same episodes for every model of a training seed)
 # ----------------------------------------------------------------------------------------------------------
 
-def _fig4_acc(p: Params, out: Outcome) -> torch.Tensor:
-    return few_shot_accuracies(out, [p.fig4_ways], [p.fig4_shots], p.eval_queries, p.eval_episodes, seed=0,
-                               samples=p.eval_samples)[f"{p.fig4_ways}way/{p.fig4_shots}shot"]
+def _fig4_acc(p: Params, out: Outcome, untrained: bool = False) -> torch.Tensor:
+    fn = untrained_accuracies if untrained else few_shot_accuracies
+    return fn(out, [p.fig4_ways], [p.fig4_shots], p.eval_queries, p.eval_episodes, seed=0,
+              samples=p.eval_samples)[f"{p.fig4_ways}way/{p.fig4_shots}shot"]
+
+
+def untrained_accuracies(outcome: Outcome, ways: list[int], shots: list[int], queries: int, episodes: int,
+                         seed: int = 0, samples: int = 200) -> dict[str, torch.Tensor]:
+    """:func:`~studylib.experiments.spe_common.few_shot_accuracies` of the run's untrained network
+    (:func:`~studylib.experiments.omniglot_evidence.untrained_network`; the regime checks' baseline) on the same
+    episodes, cached in the run's sub-folder ``untrained-<hash>/`` (apart from the trained network's results)."""
+    initial = dataclasses.replace(outcome, run=outcome.run.child("untrained", {"weights": "initial"}),
+                                  evaluation=None)
+    return few_shot_accuracies(initial, ways, shots, queries, episodes, seed=seed, samples=samples,
+                               loaded=untrained_network(outcome))
 
 
 def fig4_accuracies(p: Params, runs: Runs) -> dict[tuple[str, int], list[torch.Tensor]]:
@@ -275,8 +292,11 @@ def _table1_rows(p: Params) -> list[tuple[str, int, int, int, Expectation, str]]
     return out
 
 
-def claims(p: Params, runs: Runs | None = None) -> ClaimsTable:
-    """The claims of seed 002 Sec. 3.2 this notebook tests (from ``p`` alone), measured when ``runs`` are given."""
+def claims(p: Params, runs: Runs | None = None, measured: dict[str, stats.Estimate] | None = None,
+           regime_in: "RegimeInputs | None" = None) -> ClaimsTable:
+    """The claims of seed 002 Sec. 3.2 this notebook tests (from ``p`` alone), measured when ``runs`` are given
+    (or their ``measured`` effects), with the regime checks (:func:`regimes`) of ``runs`` (or of ``regime_in``)."""
+    note = proxy_note(p)
     rows = []
     for s in p.fig4_samples:
         applies = set(p.fig4_samplers) == {"naive", "intersection"}
@@ -284,25 +304,112 @@ def claims(p: Params, runs: Runs | None = None) -> ClaimsTable:
                           f"with s = {s} training sample(s) per query", "Fig. 4",
                           "intersection above naive at every s (2-D SPE, 1-shot 20-way, 5 replications; plot only)",
                           f"intersection - naive, s = {s}, {p.fig4_shots}-shot {p.fig4_ways}-way, paired episodes "
-                          "and seeds",
+                          "and seeds" + note,
                           Expectation("greater"), applies=applies, why_not="needs both samplers"))
     for cid, d, n, w, exp, text in _table1_rows(p):
         applies = d in p.table_dims and n in p.table_shots and w in p.table_ways
         why = f"{d}-D models are not trained at this scale" if d not in p.table_dims else \
             f"{n}-shot {w}-way is not evaluated at this scale"
         rows.append(Claim(cid, text, "Table 1", _paper_diff(d, n, w),
-                          f"SPE - PN, {d}-D, {n}-shot {w}-way, paired episodes and seeds", exp, applies=applies,
+                          f"SPE - PN, {d}-D, {n}-shot {w}-way, paired episodes and seeds" + note, exp,
+                          applies=applies,
                           why_not=why))
     ok = 2 in p.table_dims and {1, 5} <= set(p.table_shots) and 20 in p.table_ways
     rows.append(Claim("table1-2d-gain-larger-at-1shot", "In 2-D the SPE's gain over the PN is larger at 1 shot "
                       "than at 5 shots (20-way)", "Table 1, Sec. 3.2", "+4.7 at 1 shot vs -0.6 at 5 shots",
-                      "(SPE - PN at 1 shot) - (SPE - PN at 5 shots), 2-D 20-way, per seed", Expectation("greater"),
+                      "(SPE - PN at 1 shot) - (SPE - PN at 5 shots), 2-D 20-way, per seed" + note,
+                      Expectation("greater"),
                       applies=ok, why_not="needs 2-D models tested 1- and 5-shot 20-way"))
     table = ClaimsTable(NOTEBOOK, p.scale, rows)
-    if runs is not None:
-        for key, est in effects(p, runs).items():
-            table.measure(key, est)
+    if runs is not None and measured is None:
+        measured = effects(p, runs)
+    for key, est in (measured or {}).items():
+        table.measure(key, est)
+    if runs is not None and regime_in is None:
+        regime_in = regime_inputs(p, runs)
+    if regime_in is not None:
+        for r in regimes(p, regime_in):
+            table.regime(r)
     return table
+
+
+@dataclass
+class RegimeInputs:
+    """What the regime checks measure. ``learned[(kind, dim, sampler, samples)] = (trained, untrained)``: the
+    per-episode accuracies of each seed's model and of its untrained network in the Fig. 4 setting
+    (``fig4_shots``-shot ``fig4_ways``-way, the same episodes for both; a PN's sampler is ``""``, its samples 0);
+    ``pn_gap[(dim, shots, ways)]``: PN - SPE in Table 1 over seeds (paired episodes)."""
+
+    learned: dict[tuple[str, int, str, int], tuple[list[torch.Tensor], list[torch.Tensor]]]
+    pn_gap: dict[tuple[int, int, int], stats.Estimate]
+
+
+def regime_inputs(p: Params, runs: Runs) -> RegimeInputs:
+    """Fig. 4's SPEs of each sampler (at the smallest ``s``) and Table 1's models (the first training shots), each
+    with its untrained network, in the Fig. 4 setting, and PN - SPE of Table 1. The SPEs of a seed and dimension
+    start from one network (sampler and samples are no parameters), so their untrained network is evaluated once
+    (in the first run's folder)."""
+    out: dict[tuple[str, int, str, int], tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
+    base: dict[tuple[str, int, int], torch.Tensor] = {}
+
+    def add(key: tuple[str, int, str, int], runs_of: list[tuple[dict[str, Any], Outcome]]) -> None:
+        if key in out or not runs_of:
+            return
+        un = []
+        for k, o in runs_of:
+            b = (key[0], key[1], k["seed"])
+            if b not in base:
+                base[b] = _fig4_acc(p, o, untrained=True)
+            un.append(base[b])
+        out[key] = ([_fig4_acc(p, o) for _, o in runs_of], un)
+
+    s0 = min(p.fig4_samples)
+    for sm in p.fig4_samplers:
+        add(("spe", p.fig4_dim, sm, s0), [(k, o) for k, o in runs.fig4 if (k["sampler"], k["samples"]) == (sm, s0)])
+    n0 = table_train_shots(p)[0]
+    for d in p.table_dims:
+        for kind, sm, s in (("spe", "intersection", p.table_samples), ("pn", "", 0)):
+            add((kind, d, sm, s), [(k, o) for k, o in runs.table
+                                   if (k["method"], k["dim"], k["train_shots"]) == (kind, d, n0)])
+    tb = table_accuracies(p, runs)
+    return RegimeInputs(out, {(d, n, w): stats.paired_difference(a, tb[("spe", d, n, w)])
+                              for (m, d, n, w), a in tb.items() if m == "pn" and ("spe", d, n, w) in tb})
+
+
+def regimes(p: Params, inputs: RegimeInputs) -> list[Regime]:
+    """The regime checks (:mod:`studylib.experiments.omniglot_evidence`), learned ones in the Fig. 4 setting:
+
+    * an intersection SPE beats its untrained network: gates Fig. 4's claims (the Fig. 4 model) and Table 1's
+      claims of its dimension (the Table 1 model);
+    * the PN beats its untrained network, and (the baseline) lies within the paper's gap of the SPE + 5 pts at
+      1-shot 20-way (Table 1, 2-D: 49.7 - 45.0 = 4.7 pts): gates Table 1's claims of its dimension;
+    * the naive-sampler SPE's check is shown and gates nothing: the paper says the naive sampler is "susceptible
+      to poor initialization", so a naive SPE that does not learn is part of what Fig. 4 claims.
+    """
+    what = f"{p.fig4_shots}-shot {p.fig4_ways}-way"
+    fig4 = [f"fig4-intersection-beats-naive-s{s}" for s in p.fig4_samples]
+
+    def table_ids(d: int) -> list[str]:
+        return [cid for cid, dd, *_ in _table1_rows(p) if dd == d] + (["table1-2d-gain-larger-at-1shot"] if d == 2
+                                                                       else [])
+
+    out = []
+    for (kind, d, sm, s), (tr, un) in inputs.learned.items():
+        if kind == "pn":
+            label, gates = f"PN ({d}-D)", table_ids(d)
+        elif sm == "naive":
+            label, gates = f"naive-sampler SPE ({d}-D, s = {s})", []
+        else:
+            gates = fig4 if (d, s) == (p.fig4_dim, min(p.fig4_samples)) else []
+            gates = gates + (table_ids(d) if d in p.table_dims and s == p.table_samples else [])
+            label = f"intersection SPE ({d}-D, s = {s})"
+        out.append(learned(label, tr, un, gates, what))
+    for (d, n, w), gap in inputs.pn_gap.items():
+        if ("pn", d, n, w) in PAPER_TABLE1 and (n, w) == (1, 20):
+            paper = (PAPER_TABLE1[("spe", d, n, w)][0] - PAPER_TABLE1[("pn", d, n, w)][0]) / 100
+            out.append(within_paper_gap(f"PN ({d}-D)", "the SPE", gap, paper, table_ids(d),
+                                        f"Table 1, {d}-D {n}-shot {w}-way"))
+    return out
 
 
 def effects(p: Params, runs: Runs) -> dict[str, stats.Estimate]:

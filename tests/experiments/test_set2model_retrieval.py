@@ -10,6 +10,7 @@ import torch
 from studylib.config import load_params
 from studylib.experiments import set2model as mod
 from studylib.experiments import set2model_omniglot as mod12
+from conftest import OMNIGLOT_ZIP, needs_omniglot  # tests/conftest.py
 
 
 @pytest.mark.parametrize("m", [mod, mod12])
@@ -68,3 +69,76 @@ def test_gmm3_gmm4_claims_are_not_tested_with_the_papers_reason():
             c = table[f"t1-s2m-gmm{k}-beats-gmm{k}-pl"]
             assert not c.applies and "Omniglot" in c.why_not and "web" in c.why_not
             assert f"{mod.PAPER_TABLE1[f'S2M-GMM{k}'][2]:.3f}" in c.paper  # Flowers: 0.581 / 0.577
+
+
+def test_a_failing_regime_check_gates_exactly_its_claims():
+    """Issue 31: AVG-FT that did not learn (its own score no better than its untrained network's) gates the
+    claims that compare with it and nothing else; NN-FT that did not learn gates nothing (the paper's NN-FT is
+    its worst Omniglot row, 0.145); an AVG-FT further behind S2M-Gauss than Table 1's Omniglot gap + 5 pts
+    (0.740 - 0.661 + 0.05 = 12.9 pts) gates them too."""
+    p = mod.Params(train_models=["gauss", "gmm", "avg", "nn"], seeds=[0, 1, 2, 3, 4])
+    learned = {(n, s): 0.5 for n in ("gauss", "gmm", "avg", "nn") for s in ("gauss", "gmm2", "avg", "nn")}
+    learned.update({(mod.PL, s): 0.5 for s in ("gauss", "avg", "nn", "svm", "gmm2")})
+    untrained = _results(p, {})
+    avg_ids = {cid for cid, ((a, _), (b, _), _) in mod.claim_pairs(p).items() if "avg" in (a, b)}
+    assert avg_ids == {"t1-gauss-beats-avg-ft", "t1-gauss-beats-gauss-on-avg-ft", "t1-gmm-beats-avg-ft-polysemous",
+                       "t1-ft-beats-pl-avg"}
+
+    def gated(shift):
+        t = mod.claims(p, res=_results(p, shift), untrained=untrained)
+        return {cid for cid, j in t.judgements().items() if "regime check" in j.reason}, t
+
+    assert gated(learned)[0] == set()
+    assert gated({**learned, ("avg", "avg"): 0.0})[0] == avg_ids
+    got, t = gated({**learned, ("nn", "nn"): 0.0})
+    assert got == set() and [r.passed for r in t.regimes if r.name.startswith("NN-FT beats")] == [False]
+    # AVG-FT 0.35 above its untrained network (learned) but 0.15 behind S2M-Gauss (0.5): beyond the 12.9-pt bound
+    got, t = gated({**learned, ("avg", "avg"): 0.35})
+    assert got == avg_ids and [r.passed for r in t.regimes if r.name.startswith("AVG-FT within")] == [False]
+    assert gated({**learned, ("avg", "avg"): 0.45})[0] == set()  # 5 pts behind: within the paper's gap
+
+
+def test_the_set_networks_of_a_seed_start_from_one_network(tmp_path, monkeypatch):
+    """evaluate_untrained shares one untrained evaluation among the set networks of a seed: with the 100-d
+    descriptor layer of the paper scale, gauss, gmm and avg start from the same weights."""
+    from studylib.experiments.omniglot_evidence import untrained_network
+    from studylib.experiments.runner import run_spec
+    monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path / "cache"))
+    p = mod.Params(seeds=[4], batches_per_epoch=1, hidden=8, dim=12, tuples=2, device="cpu", pretrained=None)
+    nets = {m: untrained_network(run_spec(mod.make_spec(p, m, 4), progress=False))[0] for m in ("gauss", "gmm", "avg")}
+    keys = [k for k in nets["gauss"].state_dict() if not k.startswith("memory_")]
+    assert any(k.startswith("proj") for k in keys)
+    for m in ("gmm", "avg"):
+        assert all(torch.equal(nets["gauss"].state_dict()[k], nets[m].state_dict()[k]) for k in keys), m
+
+
+def test_evidence_scale_is_the_papers_omniglot_column_on_the_real_subset_cut_in_length():
+    ev = load_params(mod.Params, mod.NOTEBOOK, "evidence")
+    paper = load_params(mod.Params, mod.NOTEBOOK, "paper")
+    assert ev.data_root == "../shared/data/omniglot/images_background_small1.zip" and ev.split == "alphabet"
+    same = ("data", "rotations", "hidden", "dim", "tuples", "set_size", "relevant", "negatives", "em_grad", "lr",
+            "optimizer", "bins", "half_width", "hist_range", "eval_set_size", "eval_draws", "components")
+    assert {k: getattr(ev, k) for k in same} == {k: getattr(paper, k) for k in same}
+    assert len(ev.seeds) >= 10 and ev.epochs * ev.batches_per_epoch < paper.epochs * paper.batches_per_epoch
+    table = mod.claims(ev)
+    assert {c.id for c in table if c.applies} >= {"t1-gauss-beats-avg-ft", "t1-gauss-beats-gauss-on-avg-ft",
+                                                  "t1-omniglot-gauss-beats-gmm"}
+    assert all("proxy of the paper's Omniglot claim" in c.test for c in table if c.applies)
+    assert "proxy" not in mod.claims(mod.Params()).checked()
+
+
+@needs_omniglot
+def test_evidence_configuration_runs_on_the_real_subset_with_its_regime_checks(tmp_path, monkeypatch):
+    """evidence.yaml's path through the real reader, cut tiny: the networks of Table 1's Omniglot column trained
+    on the training alphabets, retrieval on Latin and on the validation alphabet, the untrained networks on the
+    same concepts, and the claims table with its regime checks."""
+    monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path / "cache"))
+    p = load_params(mod.Params, mod.NOTEBOOK, "evidence", data_root=str(OMNIGLOT_ZIP), hidden=8, dim=16,
+                    batches_per_epoch=2, seeds=[0, 1], device="cpu")
+    outcomes = mod.run(p, progress=False)
+    assert set(outcomes) == {"gauss", "gmm", "avg"}
+    val = mod.retrieval_eval(p, outcomes["gauss"][0], "gauss", split="val")
+    assert val["plain/gauss"].numel() == 160  # Korean: 40 characters x 4 rotations, one concept each
+    table = mod.claims(p, outcomes)
+    assert len(table.regimes) == 4 and all(r.passed is not None for r in table.regimes)
+    assert table["t1-omniglot-gauss-beats-gmm"].measured.n_seeds == 2

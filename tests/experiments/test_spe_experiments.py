@@ -152,18 +152,19 @@ def test_omniglot_claims_are_static_and_measured_pairwise(monkeypatch):
     rng = np.random.default_rng(0)
     fake = {}
 
-    def acc(out, ways, shots, queries, episodes, split="test", seed=0, samples=200, loaded=None):
-        key = (out, tuple(ways), tuple(shots))
+    def acc(out, ways, shots, queries, episodes, split="test", seed=0, samples=200, loaded=None, untrained=False):
+        key = (out, tuple(ways), tuple(shots), untrained)
         if key not in fake:
             fake[key] = {f"{w}way/{n}shot": torch.tensor(rng.random(episodes)) for w in ways for n in shots}
         return fake[key]
 
     monkeypatch.setattr(so, "few_shot_accuracies", acc)
+    monkeypatch.setattr(so, "untrained_accuracies", lambda out, *a, **k: acc(out, *a, **k, untrained=True))
     runs = so.Runs([(k, f"{s.name}") for k, s in so.fig4_specs(p)], [(k, f"{s.name}") for k, s in so.table_specs(p)])
     table = so.claims(p, runs)
     tk = (tuple(p.table_ways), tuple(p.table_shots))
-    pn = [fake[(s.name, *tk)]["20way/1shot"].numpy() for k, s in so.table_specs(p) if k["method"] == "pn"]
-    spe = [fake[(s.name, *tk)]["20way/1shot"].numpy() for k, s in so.table_specs(p) if k["method"] == "spe"]
+    pn = [fake[(s.name, *tk, False)]["20way/1shot"].numpy() for k, s in so.table_specs(p) if k["method"] == "pn"]
+    spe = [fake[(s.name, *tk, False)]["20way/1shot"].numpy() for k, s in so.table_specs(p) if k["method"] == "spe"]
     est = table["table1-2d-1shot-20way"].measured
     assert est.n_seeds == len(p.seeds)
     np.testing.assert_allclose(est.seeds, [np.mean(a - b) for a, b in zip(spe, pn)])
@@ -275,3 +276,104 @@ def test_evaluation_runs_where_the_callers_model_is_and_never_moves_it(tmp_path,
     assert all(p.device.type == "cpu" for p in method.parameters())
     feats = model_features(method, images, transform)
     assert feats.device.type == "cpu" and feats.dtype == torch.float32 and feats.shape == (60, 4)
+
+
+def _regime_inputs(p, gain, pn_gap=0.0, seeds=5, episodes=30):
+    """Fake regime inputs: each model's trained accuracy is its untrained one + ``gain[model]`` (+ noise); PN - SPE
+    in Table 1 is ``pn_gap`` (+ noise)."""
+    g = torch.Generator().manual_seed(0)
+
+    def accs(level):
+        return [level + 0.02 * torch.rand(episodes, generator=g, dtype=torch.float64) for _ in range(seeds)]
+
+    learned = {key: (accs(0.2 + gain[key[0] + key[2]]), accs(0.2))
+               for key in (("spe", 2, "intersection", 1), ("spe", 2, "naive", 1), ("pn", 2, "", 0))}
+    pn = {(2, n, w): so.stats.paired_difference(accs(0.5 + pn_gap), accs(0.5)) for n in p.table_shots
+          for w in p.table_ways}
+    return so.RegimeInputs(learned, pn)
+
+
+def test_a_failing_regime_check_gates_exactly_its_claims():
+    """Issue 31: a PN that did not learn gates Table 1's 2-D claims and not Fig. 4's; an intersection SPE that
+    did not learn gates both; a naive SPE that did not learn gates nothing (the paper: the naive sampler is
+    "susceptible to poor initialization", part of Fig. 4's claim); a PN further behind the SPE than the paper's
+    gap + 5 pts (1-shot 20-way: 49.7 - 45.0 + 5 = 9.7 pts) gates Table 1's 2-D claims."""
+    p = so.Params(fig4_samples=[1], seeds=[0, 1, 2, 3, 4])
+    fig4 = {"fig4-intersection-beats-naive-s1"}
+    table = {c.id for c in so.claims(p) if c.id.startswith("table1-2d")}
+    assert table == {"table1-2d-1shot-5way", "table1-2d-5shot-5way", "table1-2d-1shot-20way", "table1-2d-5shot-20way",
+                     "table1-2d-gain-larger-at-1shot"}
+
+    g = torch.Generator().manual_seed(1)
+    diff = so.stats.paired_difference([0.6 + 0.1 * torch.rand(30, generator=g, dtype=torch.float64) for _ in range(5)],
+                                      [0.5 + 0.1 * torch.rand(30, generator=g, dtype=torch.float64) for _ in range(5)])
+    measured = {c.id: diff for c in so.claims(p) if c.applies}
+
+    def gated(gain, pn_gap=0.0):
+        t = so.claims(p, measured=measured, regime_in=_regime_inputs(p, gain, pn_gap))
+        return {cid for cid, j in t.judgements().items() if "regime check" in j.reason}, t
+
+    ok = {"speintersection": 0.2, "spenaive": 0.2, "pn": 0.2}
+    assert gated(ok)[0] == set()
+    assert gated({**ok, "pn": 0.0})[0] == table
+    assert gated({**ok, "speintersection": 0.0})[0] == table | fig4
+    got, t = gated({**ok, "spenaive": 0.0})
+    assert got == set() and [r.passed for r in t.regimes if r.name.startswith("naive")] == [False]
+    assert gated(ok, pn_gap=-0.09)[0] == set()  # 9 pts behind (+ noise of 2 pts, same on both sides): within 9.7
+    got, t = gated(ok, pn_gap=-0.12)
+    assert got == table and [r.passed for r in t.regimes if "paper's gap" in r.name] == [False]
+    assert ("regime check failed: PN (2-D) within the paper's gap of the SPE + 5 pts"
+            in t.judgements()["table1-2d-1shot-5way"].reason)
+
+
+def test_the_untrained_spe_is_the_runs_initial_network_shared_by_both_samplers(tmp_path, monkeypatch):
+    """The regime checks' baseline: the naive and the intersection SPE of a seed start from one network (the
+    sampler is no parameter), the one a Conv4 built right after seeding with the run's seed has; training
+    changes it; its evaluation is cached apart from the trained one's."""
+    from studylib.experiments.omniglot_evidence import untrained_network
+    monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path / "cache"))
+    p = so.Params(hidden=8, train_ways=5, batches_per_epoch=2, eval_episodes=4, eval_samples=5, seeds=[3],
+                  device="cpu")
+    outs = {sm: run_spec(so.make_spec(p, "spe", 2, sm, 1, 3), progress=False) for sm in ("naive", "intersection")}
+    nets = {sm: untrained_network(o)[0] for sm, o in outs.items()}
+    assert all(torch.equal(a, b) for a, b in zip(nets["naive"].state_dict().values(),
+                                                  nets["intersection"].state_dict().values()))
+    torch.manual_seed(3)
+    fresh = build_backbone("conv4", in_channels=1, hidden=8, last_block_plain=True, out_channels=4)
+    assert all(torch.equal(a, b) for a, b in zip(fresh.state_dict().values(), nets["naive"].backbone.state_dict().values()))
+    trained = outs["naive"].run.load_tensor("weights.pt")
+    assert not torch.equal(trained["backbone.blocks.0.0.weight"], nets["naive"].backbone.state_dict()["blocks.0.0.weight"])
+    a = few_shot_accuracies(outs["naive"], [5], [1], 3, 4, samples=5)
+    b = so.untrained_accuracies(outs["naive"], [5], [1], 3, 4, samples=5)
+    assert not torch.equal(a["5way/1shot"], b["5way/1shot"])
+    assert torch.equal(a["5way/1shot"], few_shot_accuracies(outs["naive"], [5], [1], 3, 4, samples=5)["5way/1shot"])
+    assert torch.equal(b["5way/1shot"], so.untrained_accuracies(outs["naive"], [5], [1], 3, 4, samples=5)["5way/1shot"])
+
+
+def test_evidence_scale_is_the_paper_protocol_on_the_real_subset_cut_in_length():
+    ev = load_params(so.Params, so.NOTEBOOK, "evidence")
+    paper = load_params(so.Params, so.NOTEBOOK, "paper")
+    assert ev.data_root == "../shared/data/omniglot/images_background_small1.zip" and ev.split == "alphabet"
+    same = ("data", "rotations", "image_size", "hidden", "train_ways", "train_queries", "optimizer", "lr",
+            "fig4_dim", "fig4_ways", "fig4_shots", "eval_queries", "eval_samples", "table_ways", "table_shots")
+    assert {k: getattr(ev, k) for k in same} == {k: getattr(paper, k) for k in same}
+    assert len(ev.seeds) >= 10 and ev.epochs * ev.batches_per_epoch < paper.epochs * paper.batches_per_epoch
+    applied = [c for c in so.claims(ev) if c.applies]
+    assert {c.id for c in applied} >= {"fig4-intersection-beats-naive-s1", "table1-2d-1shot-20way"}
+    assert all("proxy of the paper's Omniglot claim" in c.test for c in applied)
+    assert "proxy" not in so.claims(so.Params()).checked()
+
+
+@needs_omniglot
+def test_evidence_configuration_runs_on_the_real_subset_with_its_regime_checks(tmp_path, monkeypatch):
+    """evidence.yaml's path through the real reader, cut tiny: 60-way episodes of the training alphabets' rotation
+    classes, Fig. 4's two samplers and Table 1's PN, their untrained networks on the same episodes, the claims
+    table with its regime checks."""
+    monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path / "cache"))
+    p = load_params(so.Params, so.NOTEBOOK, "evidence", data_root=str(OMNIGLOT_ZIP), hidden=8, batches_per_epoch=2,
+                    eval_episodes=2, eval_samples=5, seeds=[0, 1], device="cpu")
+    runs = so.run(p, progress=False)
+    assert so.run_counts(p)["distinct runs"] == 6  # naive and intersection SPE (Fig. 4 = Table 1's) and PN, 2 seeds
+    table = so.claims(p, runs)
+    assert len(table.regimes) == 4 and all(r.passed is not None for r in table.regimes)
+    assert table["fig4-intersection-beats-naive-s1"].measured.n_seeds == 2
