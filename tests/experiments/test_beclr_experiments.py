@@ -15,7 +15,7 @@ from studylib.config import load_params
 from studylib.data import _CACHE
 from studylib.data.base import FewShotDataset, ImageSplit
 from studylib.evaluation.evaluate import EvalResult
-from studylib.experiments import beclr_pretraining, dyce_memory_umap, opta_before_after
+from studylib.experiments import beclr_common, beclr_pretraining, dyce_memory_umap, opta_before_after
 from studylib.experiments.beclr_common import (BeclrParams, beclr_spec, checkpoint_curve, gain_difference,
                                                load_snapshot, logreg_standardized, paired_gain, snapshot_epochs,
                                                train_with_snapshots)
@@ -157,14 +157,17 @@ def test_same_group_probability_by_enumeration(counts, n):
     assert dyce_memory_umap.same_group_probability(counts, n) == pytest.approx(brute)
 
 
-def _curve(gains1, gains5, base=0.5, epochs=(0, 1, 2)):
-    """A fake Fig. 7 curve per seed: logreg at ``base``, OpTA at ``base + gain`` on 40 episodes."""
+def _curve(gains1, gains5, base=0.5, epochs=(0, 1, 2), init=0.3):
+    """A fake Fig. 7 curve per seed: logreg at ``base`` (``init`` at epoch 0, the random encoder), OpTA at
+    ``logreg + gain`` on 40 episodes."""
     out = []
     for g1, g5 in zip(gains1, gains5):
         rng = np.random.default_rng(len(out))
         noise = {s: rng.normal(0, 0.01, 40) for s in (1, 5)}
-        out.append({e: {("logreg", 1): _res(base + noise[1]), ("logreg", 5): _res(base + noise[5]),
-                        ("opta", 1): _res(base + g1 + noise[1]), ("opta", 5): _res(base + g5 + noise[5])}
+        out.append({e: {("logreg", 1): _res((init if e == 0 else base) + noise[1]),
+                        ("logreg", 5): _res((init if e == 0 else base) + noise[5]),
+                        ("opta", 1): _res((init if e == 0 else base) + g1 + noise[1]),
+                        ("opta", 5): _res((init if e == 0 else base) + g5 + noise[5])}
                     for e in epochs})
     return out
 
@@ -263,6 +266,8 @@ def test_table6_setting_claim_is_the_smallest_paired_gain_over_the_swept_values(
            "topk=5": [0.75, 0.76, 0.74]}
     res = {k: [{("opta", 5): _res([a] * 4), ("logreg", 5): _res([a] * 4)} for a in v] for k, v in acc.items()}
     monkeypatch.setattr(d, "results", lambda p, o: res)
+    monkeypatch.setattr(beclr_common, "initial_eval", lambda p, o: {("opta", 5): _res([0.2] * 4),
+                                                                    ("logreg", 5): _res([0.2] * 4)})
     monkeypatch.setattr(d, "dbi_change", lambda p, o: S.over_seeds([-0.1, -0.2, -0.1]))
     monkeypatch.setattr(d, "cognizance_excess", lambda p, o: S.over_seeds([0.1, 0.2, 0.1]))
     p = d.Params(variants=["dyce"], eval_shots=[5], t6_sweep=["lam=0.3", "lam=0.5", "topk=5"])
