@@ -25,6 +25,7 @@ comparisons are paired per-episode differences, averaged per seed, with a 95% in
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,7 @@ from studylib.experiments import regimes
 from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.common import CLASSIFIERS
 from studylib.experiments.episodes_common import Variant, episode_shape, episodic, nca
-from studylib.experiments.runner import Outcome
+from studylib.experiments.runner import Outcome, run_sweep
 
 NOTEBOOK = "05_comparison"
 
@@ -92,6 +93,9 @@ class Params(ct.ContractParams):
     snell_5shot: list[int] = param([20, 5, 15], ge=1, help="[w, n, m] of Snell et al.'s 5-shot training episodes",
                                    cut=True)
     paper_data: str = param("mini_imagenet", choices=tuple(PAPER_TABLE2), help="whose Table 2 column to show")
+    simpleshot_epochs: int | None = param(None, ge=1, cut=True,
+                                          help="epochs of the SimpleShot (cross-entropy) runs (None: epochs, as every "
+                                               "model); a cross-entropy baseline over many classes converges slower")
 
     def check(self) -> None:
         super().check()
@@ -139,9 +143,21 @@ def model_grid(p: Params) -> list[dict[str, Any]]:
 
 
 def run(p: Params, train_images: int | None = None, progress: bool = True) -> dict[Variant, list[Outcome]]:
-    """Train (or load) every distinct model for every seed; ``{variant: [outcome per seed]}``."""
+    """Train (or load) every distinct model for every seed; ``{variant: [outcome per seed]}``. SimpleShot's runs
+    train ``simpleshot_epochs`` epochs when given (its regime check: :func:`simpleshot_floor`)."""
     n = train_images if train_images is not None else ct.train_size(p)
-    return ct.run(p, [v for _, a, b, _ in models(p) for v in (a, b)], n, progress=progress)
+    unique = list(dict.fromkeys(v for _, a, b, _ in models(p) for v in (a, b)))
+    specs = [s for v in unique for s in ct.specs(schedule_of(p, v), [v], n)]
+    outcomes = run_sweep(specs, progress=progress)
+    k = len(p.seeds)
+    return {v: outcomes[i * k:(i + 1) * k] for i, v in enumerate(unique)}
+
+
+def schedule_of(p: Params, v: Variant) -> Params:
+    """The parameters a model trains with: ``p``, with ``epochs = simpleshot_epochs`` for SimpleShot when given."""
+    if v.method == "ce" and p.simpleshot_epochs is not None:
+        return dataclasses.replace(p, epochs=p.simpleshot_epochs)
+    return p
 
 
 def _cell(p: Params, name: str, shots: int) -> tuple[Variant, str]:

@@ -104,3 +104,22 @@ def test_comparison_competitive_claim_uses_the_margin():
     assert table["t2-nca-level-1shot"].verdict == NOT_TESTED
     values = comparison.reference_values(p, outs)
     assert all(getattr(v, "n_seeds", 3) == 3 for v in values.values())
+
+
+def test_simpleshot_epochs_lengthen_only_the_cross_entropy_runs(monkeypatch):
+    """Issue 31: SimpleShot (cross-entropy over the training classes) may train longer than the other models to
+    reach its paper-relative level; unset, every run keeps the smoke configuration (and its stored run)."""
+    captured = []
+    monkeypatch.setattr(comparison, "run_sweep", lambda specs, progress=True: captured.extend(specs) or
+                        [object()] * len(specs))
+    p = comparison.Params()
+    comparison.run(p, train_images=N_TRAIN, progress=False)
+    plain = {(s.name, s.train.seed): s.config() for s in captured}
+    models = list(dict.fromkeys(v for _, a, b, _ in comparison.models(p) for v in (a, b)))
+    ref = {(s.name, s.train.seed): s.config() for s in ct.specs(p, models, N_TRAIN)}
+    assert plain == ref and all(s.train.epochs == p.epochs for s in captured)
+    captured.clear()
+    out = comparison.run(comparison.Params(simpleshot_epochs=8), train_images=N_TRAIN, progress=False)
+    epochs = {s.name: s.train.epochs for s in captured}
+    assert epochs.pop("ep000-ce-b256") == 8 and set(epochs.values()) == {p.epochs}
+    assert len(out) == len(models) == 7 and all(len(os) == len(p.seeds) for os in out.values())
