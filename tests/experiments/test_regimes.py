@@ -180,7 +180,8 @@ def test_04_a_row_gates_the_differences_it_enters():
 
 def test_05_simpleshot_level_and_learned_checks():
     p = _smoke(comparison)
-    # the floor: -(the paper's NCA - SimpleShot gap where NCA leads + 3 pts); miniImageNet 62.55 vs 62.16, 78.27 vs 78.33
+    # the floor: -(the paper's NCA - SimpleShot gap where NCA leads + 3 pts);
+    # miniImageNet 62.55 vs 62.16 (1-shot), 78.27 vs 78.33 (5-shot)
     assert comparison.simpleshot_floor(p, 1) == pytest.approx(-(0.0039 + 0.03))
     assert comparison.simpleshot_floor(p, 5) == pytest.approx(-0.03)
     keys = list(dict.fromkeys(v for _, a, b, _ in comparison.models(p) for v in (a, b)))
