@@ -32,6 +32,7 @@ from studylib.config import param
 from studylib.evaluation import stats
 from studylib.evaluation.verdicts import Claim, Expectation
 from studylib.experiments import episodes_contract as ct
+from studylib.experiments import regimes
 from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.episodes_common import Variant, episode_shape, episodic, nca, pairs_used
 from studylib.experiments.runner import Outcome
@@ -193,8 +194,28 @@ def _source(table: str) -> str:
     return "Fig. 4, Sec. 3.4" if table == "PN" else "App. H"
 
 
-def claims(p: Params, outcomes: dict[Variant, list[Outcome]] | None = None) -> ClaimsTable:
-    """The claims of Fig. 4 / Appendix H, one per batch size (from ``p`` alone), measured when given outcomes."""
+def claims(p: Params, outcomes: dict[Variant, list[Outcome]] | None = None,
+           untrained: dict[Variant, list[Outcome]] | None = None) -> ClaimsTable:
+    """The claims of Fig. 4 / Appendix H, one per batch size (from ``p`` alone), measured when given outcomes,
+    with the regime checks: every row a claim compares (both rows of its difference) beats its untrained
+    network, nearest centroid at the row's first evaluated shot count (``untrained``: default
+    :func:`~studylib.experiments.regimes.untrained_of` of ``outcomes``)."""
+    table = measured_claims(p, outcomes)
+    if outcomes is None:
+        return table
+    gates = {cid: [(ra, b), (rb, b)] for cid, ra, rb, _, _, b in _listing(p)[1] if table[cid].applies}
+    untrained = untrained if untrained is not None else regimes.untrained_of(outcomes)
+    names, shots_of = {r: n for r, n, _ in ROWS}, {r: s[0] for r, _, s in ROWS}
+    for (row, b), ids in regimes.claims_of(gates).items():
+        v = row_variant(row, b, p.shots, p.per_class)
+        table.regime(regimes.learned_check(f"row {row} ({names[row]}, b = {b})", outcomes[v], untrained[v],
+                                           "nearest_centroid", shots_of[row], ids))
+    return table
+
+
+def _listing(p: Params) -> tuple[list[Claim], list[tuple[str, int, int, int, str, int]]]:
+    """The claims (from ``p`` alone) and what each measures: ``(claim id, row a, row b, shots, classifier,
+    batch)``, the effect being row a - row b."""
     rows, measure = [], []
     for b in p.batch_sizes:
         for stem, text, ra, rb, shots, table, expect, applies, why in _claim_specs(p, b):
@@ -208,6 +229,12 @@ def claims(p: Params, outcomes: dict[Variant, list[Outcome]] | None = None) -> C
             rows.append(Claim(cid, text, _source(table), PAPER_FIG4 if table == "PN" else "App. H (figure)", test,
                               expect, applies=applies, why_not=why))
             measure.append((cid, ra, rb, shots, clf, b))
+    return rows, measure
+
+
+def measured_claims(p: Params, outcomes: dict[Variant, list[Outcome]] | None = None) -> ClaimsTable:
+    """:func:`claims` without the regime checks (the measured effects alone: :func:`reference_values`)."""
+    rows, measure = _listing(p)
     table = ClaimsTable(NOTEBOOK, p.scale, rows)
     if outcomes is not None:
         for cid, ra, rb, shots, clf, b in measure:
@@ -224,7 +251,7 @@ def reference_values(p: Params, outcomes: dict[Variant, list[Outcome]]) -> dict[
         v = row_variant(r["row"], r["batch"], p.shots, p.per_class)
         out[f"{r['table']}/row{r['row']}/b{r['batch']}/{r['shots']}shot"] = ct.accuracy(outcomes[v], r["classifier"],
                                                                                       r["shots"])
-    for c in claims(p, outcomes):
+    for c in measured_claims(p, outcomes):
         if c.measured is not None:
             out[f"claim/{c.id}"] = c.measured
     for r in pairs_table(p, outcomes):

@@ -21,6 +21,7 @@ import numpy as np
 from studylib.config import param
 from studylib.evaluation import stats
 from studylib.evaluation.verdicts import Claim, Expectation
+from studylib.experiments import regimes
 from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.episodes_common import (SweepParams, Variant, accuracy, episode_shape, episodic, nca,
                                                   paired, run_variants, train_size)
@@ -133,8 +134,20 @@ def _claim_id(panel: str, shots: int, b: int) -> str:
     return f"fig2-nca-beats-{panel.lower()}-{shots}shot-b{b}"
 
 
-def claims(p: Params, outcomes: dict[Variant, list[Outcome]] | None = None) -> ClaimsTable:
-    """Fig. 2's claims (from ``p`` alone), measured when ``outcomes`` are given."""
+def check_measure(v: Variant) -> tuple[str, int]:
+    """``(classifier, shots)`` a model's regime check is measured at: its panel's classifier at the shots it
+    was trained for (NCA, in both panels: the nearest centroid, 1-shot)."""
+    if v.method == "mn":
+        return PANELS["MN"], v.shots or 1
+    return "nearest_centroid", v.shots or 1
+
+
+def claims(p: Params, outcomes: dict[Variant, list[Outcome]] | None = None,
+           untrained: dict[Variant, list[Outcome]] | None = None) -> ClaimsTable:
+    """Fig. 2's claims (from ``p`` alone), measured when ``outcomes`` are given, with the regime checks: every
+    model beats its untrained network (``untrained``: its evaluation per model and seed, default
+    :func:`~studylib.experiments.regimes.untrained_of` of ``outcomes``). A claim is gated by the checks of NCA
+    and of every episode configuration it compares NCA with (the best is picked among them)."""
     rows = []
     for panel, clf in PANELS.items():
         for shots in (1, 5):
@@ -169,6 +182,19 @@ def claims(p: Params, outcomes: dict[Variant, list[Outcome]] | None = None) -> C
         table.measure("fig2-pn-5shot-16-beats-32-b128",
                       paired(outcomes[episodic("pn", 128, 5, 16)], outcomes[episodic("pn", 128, 5, 32)],
                              "nearest_centroid", 5))
+    gates: dict[str, list[Variant]] = {}
+    for panel, clf in PANELS.items():
+        for shots in (1, 5):
+            for b in p.batch_sizes:
+                if table[_claim_id(panel, shots, b)].applies:
+                    gates[_claim_id(panel, shots, b)] = [v for pa, _, sh, _, bb, v in _series(p)
+                                                         if (pa, sh, bb) == (panel, shots, b)]
+    if has_sens:
+        gates["fig2-pn-5shot-16-beats-32-b128"] = [episodic("pn", 128, 5, 16), episodic("pn", 128, 5, 32)]
+    untrained = untrained if untrained is not None else regimes.untrained_of(outcomes)
+    for v, ids in regimes.claims_of(gates).items():
+        clf, shots = check_measure(v)
+        table.regime(regimes.learned_check(v.label, outcomes[v], untrained[v], clf, shots, ids))
     return table
 
 

@@ -28,6 +28,7 @@ from studylib.data.base import ImageSplit
 from studylib.evaluation import episode_seed, evaluate
 from studylib.evaluation.evaluate import EvalResult
 from studylib.evaluation.logreg import logreg_classifier
+from studylib.evaluation.verdicts import Regime
 from studylib.experiments.common import BACKBONES, DataParams, data_spec, load_data
 from studylib.experiments.runner import (EvalSpec, Outcome, RunSpec, build_parts, check_protocol, features_of,
                                          load_trained, make_validator, resolve_no_wait, run_lock, run_spec,
@@ -331,16 +332,48 @@ def checkpoint_curve(p: BeclrParams, outcome: Outcome, include_init: bool = True
     device = get_device(outcome.spec.train.device)
     out: dict[int, dict[tuple[str, int], EvalResult]] = {}
     if include_init:
-        fresh, _ = build_parts(outcome.spec, dataset)
-        fresh.to(device)
-        out[0] = evaluate_features(p, features_of(fresh, split, transform, device), split.labels,
-                                   outcome.spec.train.seed)
+        out[0] = initial_eval(p, outcome)
     for epoch in snapshot_epochs(outcome):
         method.backbone.load_state_dict(load_snapshot(outcome, epoch)["backbone"])
         out[epoch] = evaluate_features(p, features_of(method, split, transform, device), split.labels,
                                        outcome.spec.train.seed)
     outcome.run.save_tensor(cache, {str(e): {f"{c}/{s}": r.accuracies for (c, s), r in per.items()}
                                     for e, per in out.items()})
+    return out
+
+
+def initial_eval(p: BeclrParams, outcome: Outcome, store: RunStore | None = None
+                 ) -> dict[tuple[str, int], EvalResult]:
+    """Few-shot accuracy with and without OpTA of the run's untrained network: its encoder as
+    :func:`~studylib.experiments.runner.build_parts` initialises it for the run's training seed (Fig. 7's epoch
+    0), on ``p``'s episodes of that seed, so ``trained - initial`` is paired per episode.
+
+    Stored in the run store's untrained folder of the network (:func:`~studylib.experiments.runner.untrained_config`:
+    the data, the seed and the SHA-256 of the initial encoder, since BECLR's features are the backbone's), one
+    file per evaluation setting: the runs of one seed that share an encoder (DyCE, its memory variants, the
+    Table 5 rows, the Table 6 settings that keep the backbone) share one evaluation.
+
+    Returns:
+        ``{(classifier, shots): EvalResult}`` as :func:`final_eval`.
+    """
+    from studylib.experiments.runner import UNTRAINED, untrained_config, untrained_network
+    spec = outcome.spec
+    method, transform, dataset = untrained_network(spec)
+    store = store or RunStore(outcome.run.path.parent)  # beside the trained run, in its store
+    run = store.run(UNTRAINED, untrained_config(spec, method))
+    cache = f"beclr-{_eval_key(p)}.pt"
+    meta = dict(ways=p.eval_ways, queries=p.eval_queries)
+    if run.has(cache):
+        saved = run.load_tensor(cache)
+        return {(c, int(s)): EvalResult.from_accuracies(a, classifier=c, shots=int(s), **meta)
+                for (c, s), a in ((k.split("/"), v) for k, v in saved.items())}
+    split = dataset[p.eval_split]
+    device = get_device(spec.train.device)
+    out = evaluate_features(p, features_of(method, split, transform, device), split.labels, spec.train.seed)
+    if not run.finished:
+        run.save_result({"kind": UNTRAINED, "steps": 0, "train_seconds": 0.0, "seed": spec.train.seed,
+                         "first_spec": spec.name})
+    run.save_tensor(cache, {f"{c}/{s}": r.accuracies for (c, s), r in out.items()})
     return out
 
 
@@ -357,6 +390,20 @@ def final_eval(p: BeclrParams, outcome: Outcome) -> dict[tuple[str, int], EvalRe
     out = evaluate_features(p, feats, labels, outcome.spec.train.seed)
     outcome.run.save_tensor(cache, {f"{c}/{s}": r.accuracies for (c, s), r in out.items()})
     return out
+
+
+def learned_check(p: BeclrParams, label: str, outcomes: Sequence[Outcome],
+                  final: Sequence[dict[tuple[str, int], EvalResult]], claims: Sequence[str]) -> Regime:
+    """The regime check "``label``'s pretraining beats its random encoder by
+    :data:`~studylib.experiments.regimes.UNTRAINED_MARGIN`": final - initial weights (:func:`initial_eval`),
+    logistic regression without OpTA at the fewest evaluated shots, paired per episode, over seeds; ``final``:
+    each seed's :func:`final_eval`."""
+    from studylib.evaluation import stats
+    from studylib.experiments import regimes
+    shots = min(p.eval_shots)
+    init = [initial_eval(p, o) for o in outcomes]
+    gain = stats.paired_difference(per_seed(final, "logreg", shots), per_seed(init, "logreg", shots))
+    return regimes.learned(f"{label} pretraining", gain, claims, f"{shots}-shot, logistic regression without OpTA")
 
 
 def per_seed(results: Sequence[dict[tuple[str, int], EvalResult]], classifier: str, shots: int
@@ -415,5 +462,5 @@ PAPER_BECLR_RN18 = {("opta", 1): (75.74, 0.62), ("opta", 5): (84.93, 0.33),
 
 __all__ = ["BeclrParams", "EVAL_SEED", "run_seeds", "final_eval", "per_seed", "beclr_spec", "train_images", "steps_per_epoch", "train_with_snapshots",
            "snapshot_epochs", "load_snapshot", "logreg_standardized", "opta_for", "inference_classifiers",
-           "evaluate_features", "checkpoint_curve", "curve_rows", "paired_gain", "gain_difference", "pct",
+           "evaluate_features", "checkpoint_curve", "initial_eval", "learned_check", "curve_rows", "paired_gain", "gain_difference", "pct",
            "final_features", "variant", "PAPER_BECLR_RN18", "VARIANTS"]

@@ -43,6 +43,7 @@ from studylib.config import param
 from studylib.data.samplers import EpisodicSampler
 from studylib.evaluation import stats
 from studylib.evaluation.verdicts import Claim, Expectation
+from studylib.experiments import regimes
 from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.common import FEW_SHOT_DATASETS, DataParams, data_spec
 from studylib.experiments.runner import DataSpec, EvalSpec, Outcome, RunSpec, load_trained, run_sweep
@@ -232,8 +233,13 @@ def ablation_table(p: Params, outcomes: dict[str, list[Outcome]]) -> list[dict[s
     return out
 
 
-def claims(p: Params, outcomes: dict[str, list[Outcome]] | None = None) -> ClaimsTable:
-    """The claims this notebook tests (from ``p`` alone), measured when ``outcomes`` are given."""
+def claims(p: Params, outcomes: dict[str, list[Outcome]] | None = None,
+           untrained: dict[str, list[Outcome]] | None = None) -> ClaimsTable:
+    """The claims this notebook tests (from ``p`` alone), measured when ``outcomes`` are given, with the regime
+    checks: every trained model a claim compares beats its untrained network (the code's test at the shots it
+    was trained for; ``untrained``: default :func:`~studylib.experiments.regimes.untrained_of` of ``outcomes``).
+    An ablation step is gated by both of its rows, "full beats CE" by both, the test-rule comparison by the full
+    model, the 5-shot-model claim by both models; the level claims are not gated (regimes module docstring)."""
     rows = []
     for a, b in steps(p):
         for shots in sorted(p.eval_shots):
@@ -308,6 +314,16 @@ def claims(p: Params, outcomes: dict[str, list[Outcome]] | None = None) -> Claim
             ref = PAPER_ACCURACY[shots][0] / 100
             model = FIVE_SHOT if shots == 5 and p.five_shot_model else "block"
             table.measure(c.id, stats.combine(lambda x: x - ref, accuracy(outcomes[model], shots)))
+    gates: dict[str, list[str]] = {f"ablation-{b}-{shots}shot": [a, b] for a, b in steps(p) for shots in p.eval_shots}
+    gates.update({_full_id(t, shots): ["block", "ce"] for t in [None, *OTHER_DATA] for shots in (1, 5)})
+    gates.update({"code-test-beats-eq2-5shot": ["block"], "5shot-model-beats-1shot-model": [FIVE_SHOT, "block"]})
+    gates = {cid: rows for cid, rows in gates.items() if table[cid].applies}
+    untrained = untrained if untrained is not None else regimes.untrained_of(outcomes)
+    for row, ids in regimes.claims_of(gates).items():
+        shots = 5 if row == FIVE_SHOT else p.shots
+        shots = shots if shots in p.eval_shots else min(p.eval_shots)
+        table.regime(regimes.learned_check(ROW_NAMES.get(row, "full method trained 5-shot"), outcomes[row],
+                                           untrained[row], CLASSIFIER, shots, ids))
     return table
 
 

@@ -41,17 +41,17 @@ import torch
 from studylib.data.base import FewShotDataset
 from studylib.evaluation import stats
 from studylib.evaluation.verdicts import Regime
+from studylib.experiments import regimes
+from studylib.experiments.regimes import (GAP_TOLERANCE, LEVEL_FRACTION, UNTRAINED_MARGIN, paper_level,
+                                          within_paper_gap)
 from studylib.experiments.runner import Outcome, build_parts
 from studylib.methods.base import Method
 from studylib.utils import get_device
 
-# A trained network must beat its untrained network by at least 5 points (lower 95% bound over seeds): small
-# against the 20 to 50 points a trained Conv4 adds to a random one on Omniglot, and far above the episode noise
-# of a paired difference, so a pass means features the network learned (the margin of the other notebooks'
-# checks, studylib/experiments/regimes.py).
-UNTRAINED_MARGIN = 0.05
-LEVEL_FRACTION = 0.5  # a baseline reaches at least half its paper accuracy above chance
-GAP_TOLERANCE = 0.05  # a baseline lies within the paper's gap to the method plus 5 points
+# The margins and the level checks are every notebook's (studylib/experiments/regimes.py): 5 points over the
+# untrained network is small against the 20 to 50 points a trained Conv4 adds to a random one on Omniglot.
+__all__ = ["GAP_TOLERANCE", "LEVEL_FRACTION", "UNTRAINED_MARGIN", "learned", "paper_level", "proxy_note",
+           "untrained_network", "within_paper_gap"]
 
 
 def proxy_note(p: Any) -> str:
@@ -80,29 +80,7 @@ def untrained_network(outcome: Outcome, device: torch.device | str | None = None
 
 def learned(label: str, trained: list[torch.Tensor], untrained: list[torch.Tensor], claims: Iterable[str],
             what: str, margin: float = UNTRAINED_MARGIN) -> Regime:
-    """"``label`` beats its untrained network by >= margin (``what``)": ``trained - untrained`` per-episode
-    values of each seed (the same episodes), paired per seed (:func:`stats.paired_difference`)."""
+    """:func:`regimes.learned` from ``trained - untrained`` per-episode values of each seed (the same episodes),
+    paired per seed (:func:`stats.paired_difference`)."""
     gain = stats.paired_difference(trained, untrained) if trained and untrained else None
-    return Regime.at_least(f"{label} beats its untrained network by >= {margin * 100:g} pts ({what})", gain,
-                           margin, claims)
-
-
-def paper_level(label: str, measured: stats.Estimate | None, paper: float, chance: float, claims: Iterable[str],
-                what: str, fraction: float = LEVEL_FRACTION, unit: str = "pts") -> Regime:
-    """"``label`` reaches ``fraction`` of its paper accuracy above chance": ``measured - level >= 0`` (lower 95%
-    bound over seeds), ``level = chance + fraction (paper - chance)``."""
-    level = chance + fraction * (paper - chance)
-    name = (f"{label} reaches {fraction:g} of its paper level above chance ({what}: paper {100 * paper:g}, chance "
-            f"{100 * chance:.3g}, level {100 * level:.3g} {unit})")
-    effect = stats.combine(lambda a: a - level, measured) if measured is not None else None
-    return Regime.at_least(name, effect, 0.0, claims, suffix=f" {unit}")
-
-
-def within_paper_gap(label: str, method: str, baseline_minus_method: stats.Estimate | None, paper_gap: float,
-                     claims: Iterable[str], what: str, tolerance: float = GAP_TOLERANCE, unit: str = "pts") -> Regime:
-    """"``label`` is within the paper's gap of ``method`` + tolerance": ``baseline - method >= -(paper_gap +
-    tolerance)`` (lower 95% bound over seeds; ``paper_gap`` = the paper's method - baseline, > 0)."""
-    bound = -(paper_gap + tolerance)
-    name = (f"{label} within the paper's gap of {method} + {100 * tolerance:g} {unit} ({what}: paper gap "
-            f"{100 * paper_gap:.3g}, bound {100 * bound:.3g} {unit})")
-    return Regime.at_least(name, baseline_minus_method, bound, claims, suffix=f" {unit}")
+    return regimes.learned(label, gain, claims, what, margin)

@@ -25,9 +25,10 @@ from studylib.config import load_params, param
 from studylib.evaluation import stats
 from studylib.evaluation.episodes import sample_episodes
 from studylib.evaluation.verdicts import Claim, Expectation
+from studylib.experiments import regimes
 from studylib.experiments.beclr_common import (EVAL_SEED, BeclrParams, evaluate_features, final_eval,
-                                               final_features, load_data, logreg_standardized, opta_for, per_seed,
-                                               run_seeds)
+                                               final_features, learned_check, load_data, logreg_standardized,
+                                               opta_for, per_seed, run_seeds)
 from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.runner import Outcome, features_of, load_trained, run_spec
 from studylib.methods.opta import opta, standardize
@@ -243,7 +244,12 @@ def claims(p: Params, outcomes: dict[str, list[Outcome]] | None = None,
            fig8: list[dict] | None = None, t4: dict[str, list[dict]] | None = None) -> ClaimsTable:
     """The claims of seed 001 this notebook tests (from ``p`` alone), measured when ``outcomes`` (Table 5
     runs) are given; ``fig8`` / ``t4`` are the per-seed results of :func:`fig8_results` and
-    :func:`table4_results` (computed here when missing)."""
+    :func:`table4_results` (computed here when missing).
+
+    Regime checks: every pretraining a claim is about beats its random encoder
+    (:func:`~studylib.experiments.beclr_common.learned_check`): a Table 5 comparison is gated by both rows; OpTA's
+    gain on the full model (Fig. 8, Table 5's last row) by the full model's check (OpTA is a claim about good
+    features: Fig. 7); Table 4's gains by the notebook-05 pretraining they use."""
     t5 = PAPER_TABLE5
     rows = [Claim("fig8-opta-gain", f"OpTA moves the prototypes onto the query distribution and raises accuracy "
                   f"({p.episode_ways}-way {p.episode_shots}-shot)", "Fig. 8, Sec. 5.1 [A3-a]",
@@ -280,11 +286,18 @@ def claims(p: Params, outcomes: dict[str, list[Outcome]] | None = None,
     if 1 in p.eval_shots:
         table.measure("t5-opta-helps-1shot", stats.paired_difference(per_seed(full, "opta", 1),
                                                                      per_seed(full, "logreg", 1)))
+    gates: dict[str, list[str]] = {cid: [a, b] for cid, (_, a, b, _) in T5_CLAIMS.items()}
+    gates.update({"fig8-opta-gain": ["masking + EMA + DyCE"], "t5-opta-helps-1shot": ["masking + EMA + DyCE"]})
+    gates = {cid: rows for cid, rows in gates.items() if table[cid].applies}
+    for row, ids in regimes.claims_of(gates).items():
+        table.regime(learned_check(p, f"Table 5 row '{row}'", outcomes[row], res[row], ids))
     if p.table4_methods and 1 in p.eval_shots:
-        t4 = t4 if t4 is not None else table4_results(p, table4_runs(p))
+        runs = table4_runs(p)
+        t4 = t4 if t4 is not None else table4_results(p, runs)
         for m in p.table4_methods:
             table.measure(f"t4-opta-helps-{m}", stats.paired_difference(per_seed(t4[m], "opta", 1),
                                                                         per_seed(t4[m], "logreg", 1)))
+            table.regime(learned_check(p, f"notebook 05's {m.upper()}", runs[m], t4[m], [f"t4-opta-helps-{m}"]))
     return table
 
 

@@ -28,6 +28,7 @@ import numpy as np
 from studylib.config import param
 from studylib.evaluation import stats
 from studylib.evaluation.verdicts import Claim, Expectation
+from studylib.experiments import regimes
 from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.episodes_common import (SweepParams, Variant, accuracy, episode_shape, episodic, nca,
                                                   paired, run_variants, train_size)
@@ -159,8 +160,21 @@ def _episodic_models(p: Params) -> list[tuple[str, Variant]]:
     return out
 
 
-def claims(p: Params, outcomes: dict[Variant, list[Outcome]] | None = None) -> ClaimsTable:
-    """Fig. 3's claims (from ``p`` alone), measured when ``outcomes`` are given."""
+def bracket(fractions: list[float], at: float) -> list[float]:
+    """The swept fractions the NCA curve is interpolated between at ``at`` (one when ``at`` is swept)."""
+    fs = sorted(fractions)
+    if at in fs:
+        return [at]
+    return [max(f for f in fs if f < at), min(f for f in fs if f > at)]
+
+
+def claims(p: Params, outcomes: dict[Variant, list[Outcome]] | None = None,
+           untrained: dict[Variant, list[Outcome]] | None = None) -> ClaimsTable:
+    """Fig. 3's claims (from ``p`` alone), measured when ``outcomes`` are given, with the regime checks: every
+    model a claim compares beats its untrained network (nearest centroid, 1-shot for NCA, the trained shots for
+    an episode; ``untrained``: default :func:`~studylib.experiments.regimes.untrained_of` of ``outcomes``). A
+    claim is gated by the models whose accuracies enter its effect: both ends of "subsampling hurts", an
+    episodic model and the NCA points its curve value is interpolated from, both PN models of "more pairs"."""
     lo = min(p.fractions)
     rows = [Claim(f"fig3-subsampling-hurts-{s}shot", f"Keeping fewer of a batch's pairs lowers NCA's {s}-shot "
                   "accuracy", "Fig. 3, Sec. 3.3", "qualitative (miniImageNet val., b = 256, f = 0.01 ... 1)",
@@ -200,6 +214,21 @@ def claims(p: Params, outcomes: dict[Variant, list[Outcome]] | None = None) -> C
         table.measure("fig3-more-pairs-better-pn-5shot",
                       paired(outcomes[episodic("pn", p.batch_size, 5, many)],
                              outcomes[episodic("pn", p.batch_size, 5, few)], CLASSIFIER, 5))
+    gates: dict[str, list[Variant]] = {f"fig3-subsampling-hurts-{s}shot": [nca_variant(p, 1.0), nca_variant(p, lo)]
+                                       for s in (1, 5)}
+    for _, v in models:
+        c = table[f"fig3-{v.label}-on-curve"]
+        if c.applies:
+            at = episode_fraction(v.batch_size, v.shots, v.per_class)
+            gates[c.id] = [v] + [nca_variant(p, f) for f in bracket(p.fractions, at)]
+    if has_order:
+        gates["fig3-more-pairs-better-pn-5shot"] = [episodic("pn", p.batch_size, 5, many),
+                                                    episodic("pn", p.batch_size, 5, few)]
+    untrained = untrained if untrained is not None else regimes.untrained_of(outcomes)
+    for v, ids in regimes.claims_of(gates).items():
+        shots = v.shots if v.sampler == "episodic" else 1
+        table.regime(regimes.learned_check(_label("NCA" if v.method == "nca" else v.method.upper(), v),
+                                           outcomes[v], untrained[v], CLASSIFIER, shots, ids))
     return table
 
 

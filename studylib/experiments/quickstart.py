@@ -12,6 +12,7 @@ from typing import Any
 from studylib.config import param
 from studylib.evaluation import stats
 from studylib.evaluation.verdicts import Claim, Expectation, beats
+from studylib.experiments import regimes
 from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.common import BACKBONES, CLASSIFIERS, DataParams, data_spec, load_data  # noqa: F401 (load_data: the notebook calls qs.load_data)
 from studylib.experiments.runner import EvalSpec, Outcome, RunSpec, run_sweep
@@ -108,8 +109,10 @@ PAPER_TABLE2 = {"mini_imagenet": {1: (62.55, 62.55), 5: (78.27, 76.93)},
 LEVEL_MARGIN = 0.01
 
 
-def claims(p: Params, outcomes: list[Outcome] | None = None) -> ClaimsTable:
-    """The claims this notebook tests (from ``p`` alone), measured when ``outcomes`` are given."""
+def claims(p: Params, outcomes: list[Outcome] | None = None, untrained: list[Outcome] | None = None) -> ClaimsTable:
+    """The claims this notebook tests (from ``p`` alone), measured when ``outcomes`` are given, with the regime
+    check (:mod:`studylib.experiments.regimes`): NCA beats its untrained network (``untrained``: its evaluation
+    per seed, default :func:`~studylib.experiments.regimes.untrained` of ``outcomes``)."""
     paper_data = p.data in PAPER_TABLE2 and p.scale == "paper" and p.backbone == "resnet12_basic"
     why = "needs the paper's data set and ResNet-12 at paper scale"
     nc, soft = PAPER_TABLE2.get(p.data, PAPER_TABLE2["mini_imagenet"])[5]
@@ -136,6 +139,12 @@ def claims(p: Params, outcomes: list[Outcome] | None = None) -> ClaimsTable:
             if c.applies and shots in p.eval_shots:
                 ref = PAPER_TABLE2[p.data][shots][0] / 100
                 table.measure(c.id, stats.combine(lambda a: a - ref, accuracy(outcomes, "nearest_centroid", shots)))
+        # The classifier comparison is about NCA's learned features; the level claims are not gated (a model
+        # that did not learn is what they can find: regimes module docstring).
+        clf = "nearest_centroid" if "nearest_centroid" in p.classifiers else p.classifiers[0]
+        shots = min(p.eval_shots)
+        table.regime(regimes.learned_check("NCA", outcomes, untrained or regimes.untrained(outcomes), clf, shots,
+                                           ["table2-nc-beats-soft-5shot"]))
     return table
 
 

@@ -442,19 +442,10 @@ def stored_outcome(spec: RunSpec, store: RunStore | None = None) -> Outcome | No
     """The finished outcome of ``spec`` in the store (trained and evaluated under its protocol), or None.
 
     A damaged evaluation is reported (warning) and treated as not done, so the caller evaluates again.
+    Nothing to delete: the evaluation is computed again from the weights and overwrites the damaged file.
     """
     store = store or RunStore()
-    run = store.run(spec.name, spec.config())
-    ev_run = run.child("eval", spec.eval_config())
-    if not ev_run.finished:
-        return None
-    try:
-        ev_run.read_bytes(ACCURACIES)
-        return Outcome(spec, run, ev_run.result(), ev_run)
-    except RunFileError as e:
-        # Nothing to delete: the evaluation is computed again from the weights and overwrites the damaged file.
-        warnings.warn(f"evaluating again: {e.path}: {e.problem}", stacklevel=3)
-        return None
+    return stored_outcome_in(spec, store.run(spec.name, spec.config()))
 
 
 class RunBusy(RuntimeError):
@@ -551,7 +542,6 @@ def run_spec(spec: RunSpec, store: RunStore | None = None, stop_after: int | Non
 
 def _train_and_evaluate(spec: RunSpec, store: RunStore, run: Run, dataset: FewShotDataset, stop_after: int | None,
                         progress: bool | None) -> Outcome:
-    from studylib.evaluation import episode_seed, evaluate
     ev_run = run.child("eval", spec.eval_config())
     method, transform = build_parts(spec, dataset)
     device = get_device(spec.train.device)
@@ -562,7 +552,19 @@ def _train_and_evaluate(spec: RunSpec, store: RunStore, run: Run, dataset: FewSh
         distributed.barrier()
         return Outcome(spec, run, ev_run.result(), ev_run)
     training = _training_record(run)
+    _evaluate_into(spec, method, transform, dataset, device, run, ev_run,
+                   {"train_seconds": training.get("train_seconds"), "training_run": run.path.name})
+    distributed.barrier()  # [dist]
+    return Outcome(spec, run, ev_run.result(), ev_run)  # read back: a fresh and a reused run give the same object
 
+
+def _evaluate_into(spec: RunSpec, method: Method, transform: Callable[[torch.Tensor], torch.Tensor],
+                   dataset: FewShotDataset, device: torch.device, run: Run, ev_run: Run,
+                   extra: dict[str, Any], inference: bool = True) -> None:
+    """Evaluate ``method`` under ``spec``'s protocol (features once, CL2N, the episodes of
+    ``episode_seed(spec.eval.seed, spec.train.seed)``) and write ``ev_run``'s per-episode accuracies and result
+    (``extra`` joins the result); ``inference``: write ``run``'s ``inference.json`` once (a trained run's)."""
+    from studylib.evaluation import episode_seed, evaluate
     t0 = time.perf_counter()
     test = dataset[spec.eval.split]
     feats = features_of(method, test, transform, device)
@@ -576,16 +578,112 @@ def _train_and_evaluate(spec: RunSpec, store: RunStore, run: Run, dataset: FewSh
     if bad:
         raise FloatingPointError(f"the evaluation of run {run.path.name} gave non-finite accuracies for {bad}; "
                                  f"nothing was stored")
-    save_inference_record(run, spec, dataset, mean)
+    if inference:
+        save_inference_record(run, spec, dataset, mean)
     ev_run.save_tensor(ACCURACIES, {f"{c}/{s}": r.accuracies.cpu() for (c, s), r in res.items()})
     kill_point("runner.before_result")
     result = {"test": {f"{c}/{s}": {"mean": r.mean, "ci95": r.ci95, "episodes": int(r.accuracies.numel())}
                        for (c, s), r in res.items()},
-              "split": spec.eval.split, "train_seconds": training.get("train_seconds"),
-              "eval_seconds": time.perf_counter() - t0, "training_run": run.path.name, **provenance(device)}
+              "split": spec.eval.split, **extra, "eval_seconds": time.perf_counter() - t0, **provenance(device)}
     ev_run.save_result(result)
-    distributed.barrier()  # [dist]
-    return Outcome(spec, run, ev_run.result(), ev_run)  # read back: a fresh and a reused run give the same object
+
+
+UNTRAINED = "untrained"  # name of the run folders of randomly initialised networks
+
+
+def untrained_config(spec: RunSpec, method: Method) -> dict[str, Any]:
+    """What the evaluation of ``spec``'s randomly initialised network ``method`` is keyed by: the data, the
+    training seed (it picks the evaluation episodes) and what the features are computed from, identified by
+    the SHA-256 of its initial weights. A method whose features are its backbone's (:meth:`Method.features` not
+    overridden) is keyed by the backbone alone, so the models of one notebook that share a backbone and a seed
+    (:func:`build_parts` seeds torch before building the backbone) share one evaluation; any other method by
+    its whole configuration and weights. The training loop's settings are not part of it: a longer training of
+    the same network reuses its untrained evaluation."""
+    fn = type(method).features
+    if fn is Method.features:  # features = backbone(x)
+        who: dict[str, Any] = {"features": "backbone", "backbone": spec.backbone,
+                               "backbone_options": dict(spec.backbone_options),
+                               "weights_sha256": state_digest(method.backbone)}
+    else:
+        who = {"features": f"{fn.__module__}.{fn.__qualname__}", "backbone": spec.backbone,
+               "backbone_options": dict(spec.backbone_options), "method": spec.method,
+               "method_options": dict(spec.method_options), "weights_sha256": state_digest(method)}
+    return {"untrained": True, "data": spec.data.config(), "data_version": data_version_of(spec.data),
+            "seed": spec.train.seed, "runner_version": RUNNER_VERSION, **who}
+
+
+def state_digest(module: torch.nn.Module) -> str:
+    """SHA-256 of a module's parameters and buffers (names, dtypes, shapes and values, in name order)."""
+    import hashlib
+    h = hashlib.sha256()
+    for name, t in sorted(module.state_dict().items()):
+        t = t.detach().cpu().contiguous()
+        h.update(f"{name}:{t.dtype}:{tuple(t.shape)};".encode())
+        h.update(t.numpy().tobytes() if t.dtype != torch.bfloat16 else t.float().numpy().tobytes())
+    return h.hexdigest()
+
+
+def untrained_network(spec: RunSpec, dataset: FewShotDataset | None = None
+                      ) -> tuple[Method, Callable[[torch.Tensor], torch.Tensor], FewShotDataset]:
+    """``spec``'s network as :func:`build_parts` initialises it for its training seed (no training step), in
+    eval mode on ``spec.train.device``, with its evaluation transform and the data set (as :func:`load_trained`)."""
+    dataset = dataset if dataset is not None else spec.data.load()
+    method, transform = build_parts(spec, dataset)
+    method.to(get_device(spec.train.device))
+    method.eval()
+    return method, transform, dataset
+
+
+def run_untrained(spec: RunSpec, store: RunStore | None = None) -> Outcome:
+    """The randomly initialised network of ``spec`` (:func:`untrained_network`), evaluated under ``spec``'s
+    protocol on the same episodes as the trained run of ``spec`` (``episode_seed(spec.eval.seed,
+    spec.train.seed)``), so ``trained - untrained`` is a paired per-episode difference: the baseline of the
+    notebooks' regime checks (:mod:`studylib.experiments.regimes`).
+
+    Evaluation only, through the run store: the folder ``untrained-<hash of untrained_config>`` (its
+    ``result.json`` says ``"kind": "untrained"``) holds one ``eval-<hash>`` sub-folder per protocol, like a trained
+    run's; a finished evaluation is reused. The returned outcome's ``spec`` is ``spec`` (its training is not
+    what the folder holds: rebuild the network with :func:`untrained_network`, not :func:`load_trained`).
+    """
+    spec.check()
+    store = store or RunStore()
+    dataset = spec.data.load()
+    method, transform, _ = untrained_network(spec, dataset)
+    run = store.run(UNTRAINED, untrained_config(spec, method))
+    done = stored_outcome_in(spec, run)
+    if done is not None:
+        return done
+    check_protocol(spec, dataset)
+    lock = run_lock(store, run)
+    took = take_run_lock(lock, run, resolve_no_wait(None))
+    try:
+        done = stored_outcome_in(spec, run)  # evaluated by the process we waited for
+        if done is not None:
+            return done
+        if not run.finished:
+            run.save_result({"kind": UNTRAINED, "steps": 0, "train_seconds": 0.0, "seed": spec.train.seed,
+                             "first_spec": spec.name})
+        ev_run = run.child("eval", spec.eval_config())
+        _evaluate_into(spec, method, transform, dataset, get_device(spec.train.device), run, ev_run,
+                       {"kind": UNTRAINED, "train_seconds": 0.0, "training_run": run.path.name}, inference=False)
+        return Outcome(spec, run, ev_run.result(), ev_run)
+    finally:
+        if took:
+            lock.release()
+
+
+def stored_outcome_in(spec: RunSpec, run: Run) -> Outcome | None:
+    """The finished evaluation of ``spec``'s protocol in ``run`` (a trained or an untrained run's folder), or None
+    (a damaged one is reported and evaluated again)."""
+    ev_run = run.child("eval", spec.eval_config())
+    if not ev_run.finished:
+        return None
+    try:
+        ev_run.read_bytes(ACCURACIES)
+        return Outcome(spec, run, ev_run.result(), ev_run)
+    except RunFileError as e:
+        warnings.warn(f"evaluating again: {e.path}: {e.problem}", stacklevel=3)
+        return None
 
 
 def run_lock(store: RunStore, run: Run) -> "RunLock":

@@ -23,6 +23,12 @@ class _Fake:
         return self.acc[(classifier, shots)]
 
 
+def _untrained(outcomes, level=0.2):
+    """Fake untrained networks of ``outcomes``' models: ``level`` on every episode (far below the trained ones)."""
+    return {v: [_Fake({k: torch.full_like(a, level) for k, a in o.acc.items()}) for o in os]
+            for v, os in outcomes.items()}
+
+
 def _outcomes(variants, level, seeds=5, episodes=50):
     """Fake outcomes: accuracy ``level(variant, classifier, shots)`` plus a training-seed effect of each model
     (sd 0.002: without it, differences would agree exactly across seeds, and a test needs a spread) on episodes
@@ -75,7 +81,7 @@ def test_ablation_claims_follow_the_paired_differences():
     fixed = ablations.row_variant(3, 128, 5, 8)
     outs = _outcomes([v for _, _, v in ablations.variants(p)], lambda v, c, s: 0.6 + (0.1 if v == fixed else 0.0),
                      seeds=10)  # enough seeds for the no-effect test to decide "no difference" at p_adj <= 0.01
-    table = ablations.claims(p, outs)
+    table = ablations.claims(p, outs, _untrained(outs))
     assert table["fig4-all-ablations-5shot-b128"].verdict == REPRODUCED
     assert table["fig4-fixed-beats-random-1shot-b128"].verdict == REPRODUCED
     assert table["fig4-replacement-1shot-b128"].verdict == REPRODUCED  # identical: within +-1 point
@@ -88,10 +94,11 @@ def test_comparison_competitive_claim_uses_the_margin():
     p = comparison.Params()
     vs = {v for _, a, b, _ in comparison.models(p) for v in (a, b)}
     ce = next(v for v in vs if v.method == "ce")
-    # NCA - SimpleShot: much better, about equal, and 17 points worse (one-sided: only the last one fails)
-    for gap, verdict in ((0.17, REPRODUCED), (0.005, REPRODUCED), (-0.17, "not reproduced")):
+    # NCA - SimpleShot: about equal, and 17 points worse (one-sided: it fails); NCA 17 points better: SimpleShot
+    # under-trained, its regime check fails (issue 31: not a finding about NCA)
+    for gap, verdict in ((0.17, NOT_TESTED), (0.005, REPRODUCED), (-0.17, "not reproduced")):
         outs = _outcomes(vs, lambda v, c, s, g=gap: 0.6 - (g if v == ce else 0.0))
-        table = comparison.claims(p, outs)
+        table = comparison.claims(p, outs, _untrained(outs))
         assert table["t2-nca-competitive-simpleshot-5shot"].verdict == verdict, gap
     # the no-effect band of a Table 2 contrast is half the paper's own gap: NCA vs PN at 5 shots, 0.50 pts
     assert table["t2-nca-beats-pn-5shot"].expect.delta == pytest.approx(0.0025)
@@ -100,3 +107,22 @@ def test_comparison_competitive_claim_uses_the_margin():
     assert table["t2-nca-level-1shot"].verdict == NOT_TESTED
     values = comparison.reference_values(p, outs)
     assert all(getattr(v, "n_seeds", 5) == 5 for v in values.values())
+
+
+def test_simpleshot_epochs_lengthen_only_the_cross_entropy_runs(monkeypatch):
+    """Issue 31: SimpleShot (cross-entropy over the training classes) may train longer than the other models to
+    reach its paper-relative level; unset, every run keeps the smoke configuration (and its stored run)."""
+    captured = []
+    monkeypatch.setattr(comparison, "run_sweep", lambda specs, progress=True: captured.extend(specs) or
+                        [object()] * len(specs))
+    p = comparison.Params()
+    comparison.run(p, train_images=N_TRAIN, progress=False)
+    plain = {(s.name, s.train.seed): s.config() for s in captured}
+    models = list(dict.fromkeys(v for _, a, b, _ in comparison.models(p) for v in (a, b)))
+    ref = {(s.name, s.train.seed): s.config() for s in ct.specs(p, models, N_TRAIN)}
+    assert plain == ref and all(s.train.epochs == p.epochs for s in captured)
+    captured.clear()
+    out = comparison.run(comparison.Params(simpleshot_epochs=8), train_images=N_TRAIN, progress=False)
+    epochs = {s.name: s.train.epochs for s in captured}
+    assert epochs.pop("ep000-ce-b256") == 8 and set(epochs.values()) == {p.epochs}
+    assert len(out) == len(models) == 7 and all(len(os) == len(p.seeds) for os in out.values())

@@ -218,11 +218,13 @@ def test_batch_size_sweep_claims_follow_the_rules():
     assert not static["fig2-pn-5shot-16-beats-32-b128"].applies
     better = {v: [_SeedOutcome(0.6 if v.method == "nca" else 0.5, 10 * s + i) for s in p.seeds]
               for i, (_, _, v) in enumerate(batch_size_sweep.variants(p))}
-    table = batch_size_sweep.claims(p, better)
+    untrained = {v: [_SeedOutcome(0.2, 10 * s + i) for s in p.seeds] for v, i in zip(better, range(99))}
+    table = batch_size_sweep.claims(p, better, untrained)
     assert {c.verdict for c in table if c.applies} == {"reproduced"}
     one = batch_size_sweep.claims(load_params(batch_size_sweep.Params, batch_size_sweep.NOTEBOOK, "smoke", seeds=[0]),
-                                  {v: o[:1] for v, o in better.items()})
-    assert all(c.reason.startswith(ONE_SEED) for c in one if c.applies)  # one seed never decides a difference
+                                  {v: o[:1] for v, o in better.items()}, {v: o[:1] for v, o in untrained.items()})
+    # one seed never decides a difference (nor passes a regime check: no interval over seeds)
+    assert all(c.verdict == "not tested" and ONE_SEED in c.reason for c in one if c.applies)
     assert batch_size_sweep.claims(p).checked() == table.checked()  # what nbval compares does not depend on runs
 
 
@@ -234,7 +236,8 @@ def test_pair_subsampling_claims_and_curve_gap():
         base = acc[v.fraction] if series == "NCA" else 0.4 + 0.2 * pair_subsampling.episode_fraction(
             v.batch_size, v.shots, v.per_class)
         outs[v] = [_SeedOutcome(base, 100 * s + i, episodes=400) for s in p.seeds]
-    table = pair_subsampling.claims(p, outs)
+    untrained = {v: [_SeedOutcome(0.1, 100 * s + i, episodes=400) for s in p.seeds] for i, v in enumerate(outs)}
+    table = pair_subsampling.claims(p, outs, untrained)
     assert table["fig3-subsampling-hurts-1shot"].verdict == "reproduced"
     for c in table:
         if c.id.endswith("-on-curve"):
