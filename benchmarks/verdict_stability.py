@@ -89,9 +89,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--allow", type=int, default=0, help="decisive-vs-inconclusive differences tolerated (issue "
                     "31: at most 3 at the evidence scale); a flip of direction is never tolerated")
     ap.add_argument("--json", type=Path, help="write the comparison here")
+    ap.add_argument("--notebooks", nargs="+", metavar="NB",
+                    help="compare only these notebooks (when the second run repeated only some of the first's)")
     a = ap.parse_args(argv)
-    res = compare(rows_of(a.first, a.scale), rows_of(a.second, a.scale))
+    first, second = rows_of(a.first, a.scale), rows_of(a.second, a.scale)
+    if a.notebooks:
+        first, second = ([r for r in rows if r["notebook"] in a.notebooks] for rows in (first, second))
+    res = compare(first, second)
     res["scale"] = a.scale
+    res["notebooks"] = sorted({r["notebook"] for r in first})
     print(f"{res['claims']} claims; verdicts of the first page: {res['counts'][0]}")
     print(f"{'':>{len(str(res['claims']))}}         verdicts of the second page: {res['counts'][1]}")
     for d in res["differ"]:

@@ -44,3 +44,15 @@ def test_pages_of_different_code_are_refused():
 def test_a_cache_without_claims_is_named(tmp_path):
     with pytest.raises(SystemExit, match="no claims/ folder"):
         vs.rows_of(tmp_path)
+
+
+def test_a_second_run_of_some_notebooks_is_compared_on_those_only(monkeypatch, tmp_path):
+    """--notebooks: the second cache repeated only notebook 00; 01's rows ("not run" there) do not count."""
+    pages = {tmp_path / "a": [_row("00", "x", "reproduced", 0.001), _row("01", "z", "reproduced", 0.001)],
+             tmp_path / "b": [_row("00", "x", "reproduced", 0.002), _row("01", "z", "not run")]}
+    monkeypatch.setattr(vs, "rows_of", lambda cache, scale: pages[cache])
+    out = tmp_path / "cmp.json"
+    assert vs.main([str(tmp_path / "a"), str(tmp_path / "b")]) == 1  # 01 differs: decisive vs not run
+    assert vs.main([str(tmp_path / "a"), str(tmp_path / "b"), "--notebooks", "00", "--json", str(out)]) == 0
+    import json
+    assert json.loads(out.read_text())["notebooks"] == ["00"]

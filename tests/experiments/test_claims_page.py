@@ -248,3 +248,17 @@ def test_every_committed_evidence_table_matches_todays_evidence_configuration_an
             assert not C.is_stale(table, nb), f"{path} was made by other code (code version " \
                                               f"{table.get('code_version')} != {C.code_version(nb)}): re-run it"
             assert {c["id"] for c in table["claims"]} == {c.id for c in listing}
+
+
+def test_every_decided_not_reproduced_paper_claim_says_why(tmp_path, monkeypatch):
+    """Issue 31: each "not reproduced" the README lists (the lead scale's decided paper claims) carries one
+    sentence of why (a real disagreement, the data or the scale): claim_registry's ``why_not_reproduced``."""
+    from studylib.evaluation.verdicts import NOT_REPRODUCED
+    from studylib.experiments.claim_registry import meta
+    monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path / "empty-cache"))
+    listing, judged, tables = P.page_rows()
+    lead = P._lead(tables)
+    missing = [f"{nb}:{cid}" for nb, cid, c, r, evidence in P._canonical(listing, judged[lead])
+               if evidence == P.PAPER_EVIDENCE and r.verdict == NOT_REPRODUCED
+               and not meta(nb, cid, c.expect.kind).why_not_reproduced.strip()]
+    assert not missing, f"decided 'not reproduced' at {lead} without a why_not_reproduced sentence: {missing}"
