@@ -14,6 +14,13 @@ from studylib import notebooks
 THREADS = "import studylib.training.loop, torch; print(torch.get_num_threads())"
 
 
+def _sigint_default() -> None:
+    """Run in the child before ``./study`` starts: SIGINT back to its default, as at a terminal. A shell that
+    started pytest in the background (``nohup ... &``) leaves SIGINT ignored; an ignored signal is inherited, and
+    bash can neither trap nor reset it, so a Ctrl-C test would hang there."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 def _env(**set_):
     env = {k: v for k, v in os.environ.items() if k not in ("STUDYLIB_THREADS", "OMP_NUM_THREADS")}
     env.update({"PYTHONPATH": os.pathsep.join(sys.path), **set_})
@@ -103,7 +110,8 @@ def test_reference_killed_or_interrupted_leaves_the_notebook_unchanged(repo, tmp
     root, env = _copy_of_repo(repo, tmp_path)
     before = (root / "notebooks" / f"{NB}.ipynb").read_bytes()
     proc = subprocess.Popen([str(root / "study"), "reference", NB], env={**env, "FAKE_MODE": mode},
-                            start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            start_new_session=True, preexec_fn=_sigint_default, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
     if mode == "hang":  # Ctrl-C once the executor has written its first bytes
         import signal
         import time

@@ -29,6 +29,13 @@ esac
 """
 
 
+def _sigint_default() -> None:
+    """Run in the child before ``./study`` starts: SIGINT back to its default, as at a terminal. A shell that
+    started pytest in the background (``nohup ... &``) leaves SIGINT ignored; an ignored signal is inherited, and
+    bash can neither trap nor reset it, so a Ctrl-C test would hang there."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 def _env(tmp_path, **set_):
     env = {k: v for k, v in os.environ.items() if k not in ("STUDYLIB_THREADS", "OMP_NUM_THREADS")}
     fake = tmp_path / "papermill"
@@ -64,7 +71,8 @@ def test_a_reference_killed_with_sigkill_is_cleaned_by_the_next_one(repo, tmp_pa
     root = _copy_of_repo(repo, tmp_path)
     env = _env(tmp_path)
     killed = subprocess.Popen([str(root / "study"), "reference", NB], env={**env, "FAKE_MODE": "hang"},
-                              start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                              start_new_session=True, preexec_fn=_sigint_default, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
     _wait_for("log.ready", tmp_path, killed)
     os.killpg(killed.pid, signal.SIGKILL)  # no trap runs
     killed.communicate(timeout=60)
@@ -83,7 +91,8 @@ def test_a_live_reference_keeps_its_folder(repo, tmp_path):
     root = _copy_of_repo(repo, tmp_path)
     env = _env(tmp_path)
     live = subprocess.Popen([str(root / "study"), "reference", NB], env={**env, "FAKE_MODE": "hang"},
-                            start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            start_new_session=True, preexec_fn=_sigint_default, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
     try:
         _wait_for("log.ready", tmp_path, live)
         [mine] = (root / "notebooks").glob(".reference-*")
