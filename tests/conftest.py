@@ -12,6 +12,26 @@ import torch
 
 REPO = Path(__file__).resolve().parent.parent
 
+def sigint_default() -> None:
+    """``preexec_fn`` of a child that a test sends Ctrl-C: SIGINT back to its default, as at a terminal. A shell
+    that started pytest in the background (``nohup ... &``) leaves SIGINT ignored; an ignored signal is inherited,
+    and bash can neither trap nor reset it, so a Ctrl-C test would hang there."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def copy_of_study(repo: Path, tmp_path: Path, notebook: str) -> Path:
+    """The files ``./study reference NOTEBOOK`` needs, in a throwaway checkout under ``tmp_path`` (the real
+    notebook is never at risk), sharing ``repo``'s ``.venv``."""
+    root = tmp_path / "repo"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "params" / notebook).mkdir(parents=True)
+    for f in ("study", "pyproject.toml", f"notebooks/{notebook}.ipynb", f"params/{notebook}/smoke.yaml"):
+        shutil.copy2(repo / f, root / f)
+    (root / ".venv").symlink_to((repo / ".venv").resolve())
+    return root
+
+
 # One cache for the whole test session unless the caller chose one: the controller makes it before xdist starts
 # its workers, which inherit the variable, and so do the notebook kernels of nbval and the check scale. Data sets
 # are generated once there, and two workers that need the same run meet in its run store (the run's lock makes

@@ -9,17 +9,11 @@ import sys
 
 import pytest
 
+from conftest import copy_of_study, sigint_default
 from studylib import notebooks
 
 THREADS = "import studylib.training.loop, torch; print(torch.get_num_threads())"
 
-
-def _sigint_default() -> None:
-    """Run in the child before ``./study`` starts: SIGINT back to its default, as at a terminal. A shell that
-    started pytest in the background (``nohup ... &``) leaves SIGINT ignored; an ignored signal is inherited, and
-    bash can neither trap nor reset it, so a Ctrl-C test would hang there."""
-    import signal
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 def _env(**set_):
     env = {k: v for k, v in os.environ.items() if k not in ("STUDYLIB_THREADS", "OMP_NUM_THREADS")}
@@ -85,14 +79,8 @@ NB = "00_quickstart"
 
 
 def _copy_of_repo(repo, tmp_path):
-    """The files ./study reference NB needs, in a throwaway checkout (the real notebook is never at risk)."""
-    import shutil
-    root = tmp_path / "repo"
-    (root / "notebooks").mkdir(parents=True)
-    (root / "params" / NB).mkdir(parents=True)
-    for f in ("study", "pyproject.toml", f"notebooks/{NB}.ipynb", f"params/{NB}/smoke.yaml"):
-        shutil.copy2(repo / f, root / f)
-    (root / ".venv").symlink_to((repo / ".venv").resolve())
+    """The files ./study reference NB needs, in a throwaway checkout, with a fake papermill."""
+    root = copy_of_study(repo, tmp_path, NB)
     fake = tmp_path / "papermill"
     fake.write_text(FAKE_PAPERMILL)
     fake.chmod(0o755)
@@ -110,7 +98,7 @@ def test_reference_killed_or_interrupted_leaves_the_notebook_unchanged(repo, tmp
     root, env = _copy_of_repo(repo, tmp_path)
     before = (root / "notebooks" / f"{NB}.ipynb").read_bytes()
     proc = subprocess.Popen([str(root / "study"), "reference", NB], env={**env, "FAKE_MODE": mode},
-                            start_new_session=True, preexec_fn=_sigint_default, stdout=subprocess.PIPE,
+                            start_new_session=True, preexec_fn=sigint_default, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     if mode == "hang":  # Ctrl-C once the executor has written its first bytes
         import signal

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import copy_of_study, sigint_default
 from studylib.progress import filter_run_log
 
 NB = "00_quickstart"
@@ -29,13 +29,6 @@ esac
 """
 
 
-def _sigint_default() -> None:
-    """Run in the child before ``./study`` starts: SIGINT back to its default, as at a terminal. A shell that
-    started pytest in the background (``nohup ... &``) leaves SIGINT ignored; an ignored signal is inherited, and
-    bash can neither trap nor reset it, so a Ctrl-C test would hang there."""
-    import signal
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
 def _env(tmp_path, **set_):
     env = {k: v for k, v in os.environ.items() if k not in ("STUDYLIB_THREADS", "OMP_NUM_THREADS")}
     fake = tmp_path / "papermill"
@@ -48,14 +41,12 @@ def _env(tmp_path, **set_):
     return env
 
 
-def _copy_of_repo(repo, tmp_path):
-    root = tmp_path / "repo"
-    (root / "notebooks").mkdir(parents=True)
-    (root / "params" / NB).mkdir(parents=True)
-    for f in ("study", "pyproject.toml", f"notebooks/{NB}.ipynb", f"params/{NB}/smoke.yaml"):
-        shutil.copy2(repo / f, root / f)
-    (root / ".venv").symlink_to((repo / ".venv").resolve())
-    return root
+def _start_reference(root, env, mode="hang"):
+    """``./study reference NB`` with the fake executor in ``mode``, in a session of its own (a Ctrl-C or a kill
+    reaches its whole group)."""
+    return subprocess.Popen([str(root / "study"), "reference", NB], env={**env, "FAKE_MODE": mode},
+                            start_new_session=True, preexec_fn=sigint_default, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
 
 
 def _wait_for(path_glob, root, proc, seconds=120):
@@ -68,11 +59,9 @@ def _wait_for(path_glob, root, proc, seconds=120):
 
 def test_a_reference_killed_with_sigkill_is_cleaned_by_the_next_one(repo, tmp_path):
     """Before: kill -9 left notebooks/.reference-*/ and a mktemp cache that no later run removed."""
-    root = _copy_of_repo(repo, tmp_path)
+    root = copy_of_study(repo, tmp_path, NB)
     env = _env(tmp_path)
-    killed = subprocess.Popen([str(root / "study"), "reference", NB], env={**env, "FAKE_MODE": "hang"},
-                              start_new_session=True, preexec_fn=_sigint_default, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE)
+    killed = _start_reference(root, env)
     _wait_for("log.ready", tmp_path, killed)
     os.killpg(killed.pid, signal.SIGKILL)  # no trap runs
     killed.communicate(timeout=60)
@@ -88,11 +77,9 @@ def test_a_reference_killed_with_sigkill_is_cleaned_by_the_next_one(repo, tmp_pa
 
 
 def test_a_live_reference_keeps_its_folder(repo, tmp_path):
-    root = _copy_of_repo(repo, tmp_path)
+    root = copy_of_study(repo, tmp_path, NB)
     env = _env(tmp_path)
-    live = subprocess.Popen([str(root / "study"), "reference", NB], env={**env, "FAKE_MODE": "hang"},
-                            start_new_session=True, preexec_fn=_sigint_default, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    live = _start_reference(root, env)
     try:
         _wait_for("log.ready", tmp_path, live)
         [mine] = (root / "notebooks").glob(".reference-*")
@@ -109,7 +96,7 @@ def test_a_live_reference_keeps_its_folder(repo, tmp_path):
 @pytest.mark.slow  # three ./study runs, each with its pre-flight and claims page (about 30 s on an idle machine)
 def test_concurrent_runs_of_one_notebook_write_separate_executed_notebooks(repo, tmp_path):
     """Before: both runs wrote out/smoke/<notebook>.ipynb (and its adapted-parameters file)."""
-    root = _copy_of_repo(repo, tmp_path)
+    root = copy_of_study(repo, tmp_path, NB)
     env = _env(tmp_path, FAKE_MODE="gate", FAKE_GO=str(tmp_path / "go"))
     first = subprocess.Popen([str(root / "study"), "run", NB], env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
