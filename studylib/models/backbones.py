@@ -109,14 +109,10 @@ class Conv4(nn.Module):
         else:
             self.map_size = None
             self.out_dim = out_channels
-        # Channels-last weights and activations: the same function (equal to float rounding), 1.5-3x faster on
-        # the CPU, where PyTorch's NCHW max-pool costs as much as the convolution (benchmarks/bench_backbones.py).
-        self.to(memory_format=torch.channels_last)
 
     def feature_map(self, x: torch.Tensor) -> torch.Tensor:
-        """``[B, C, H, W] -> [B, out_channels, H/2^depth, W/2^depth]`` (floor at each pool; returned contiguous,
-        in the usual NCHW layout)."""
-        return self.blocks(x.contiguous(memory_format=torch.channels_last)).contiguous()
+        """``[B, C, H, W] -> [B, out_channels, H/2^depth, W/2^depth]`` (floor at each pool)."""
+        return self.blocks(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, C, H, W] -> [B, out_dim]``."""

@@ -203,24 +203,3 @@ def test_conv4_depth_six_for_64px_and_default_unchanged():
     assert all(torch.equal(p, q) for p, q in zip(a.state_dict().values(), b.state_dict().values()))
     with pytest.raises(ValueError, match="too small for 6 2x2 max-pools"):
         build_backbone("conv4", in_channels=1, pool="flatten", input_size=32, depth=6)
-
-
-@pytest.mark.parametrize("in_channels,size,depth", [(3, 32, 4), (1, 28, 4), (1, 64, 6)])
-def test_conv4_channels_last_is_the_nchw_function(in_channels: int, size: int, depth: int) -> None:
-    """Conv4 runs channels-last (for speed); its outputs, map layout and gradients are those of the same layers
-    run in the ordinary NCHW layout, in training mode (batch statistics) and in evaluation mode."""
-    import copy
-    m = Conv4(in_channels=in_channels, hidden=8, depth=depth).double()  # float64: equal to 1e-10, not rounding
-    assert m.blocks[1][0].weight.is_contiguous(memory_format=torch.channels_last)
-    ref = copy.deepcopy(m.blocks).to(memory_format=torch.contiguous_format)
-    assert ref[1][0].weight.is_contiguous() and not ref[1][0].weight.is_contiguous(memory_format=torch.channels_last)
-    for train in (True, False):
-        m.train(train), ref.train(train)
-        x = torch.randn(6, in_channels, size, size, dtype=torch.float64)
-        fm, fr = m.feature_map(x), ref(x)
-        assert fm.is_contiguous() and fr.is_contiguous()
-        torch.testing.assert_close(fm, fr, rtol=1e-10, atol=1e-10)
-        if train:
-            fm.square().sum().backward(), fr.square().sum().backward()
-            for a, b in zip(m.blocks.parameters(), ref.parameters()):
-                torch.testing.assert_close(a.grad, b.grad, rtol=1e-9, atol=1e-9)
