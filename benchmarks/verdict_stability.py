@@ -34,6 +34,7 @@ import json, sys
 from pathlib import Path
 from studylib.experiments import claims, claims_page
 claims.committed_claims_path = lambda nb, name: Path("/nonexistent") / nb / name  # this cache's runs only
+claims_page.stability = lambda column: None  # each page's own verdicts, not those of a committed comparison
 _, judged, _ = claims_page.page_rows()
 print(json.dumps([{"notebook": r.notebook, "id": r.id, "verdict": r.verdict,
                    "label": r.judgement.label if r.judgement else r.verdict,

@@ -12,22 +12,25 @@ its own notebook's table, so no other notebook's table changes it.
 A cell reads "—" where the claim does not exist at that scale (it is not counted there), "not run" where no
 table of that scale's parameter file was saved, "other parameters" for a table made with a ``-p`` override (not
 counted), and carries *stale* when the table was made by other code than today's (its code version differs:
-counted as not run). ``./study run`` writes its page to ``out/claims.md`` (``--out``) and never rewrites
-tracked files.
+counted as not run). A decisive verdict that the scale's committed second run (1 thread against 2 threads,
+``benchmarks/results/verdict-stability-<scale>-*.json``, :func:`stability`) does not give again counts as
+*inconclusive*: "a verdict is evidence only if another machine gives the same one". ``./study run`` writes its
+page to ``out/claims.md`` (``--out``) and never rewrites tracked files.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
 import sys
 from pathlib import Path
 from typing import Any, Iterable
 
 from studylib.evaluation.stats import AllOf, Estimate, measured_from_dict
-from studylib.evaluation.verdicts import (DECIDE_ALPHA, DEFAULT_DELTA, MARGINAL_ALPHA, NOT_REPRODUCED, NOT_RUN,
-                                          REPRODUCED, VERDICTS, Claim, Judgement)
+from studylib.evaluation.verdicts import (DECIDE_ALPHA, DEFAULT_DELTA, INCONCLUSIVE, MARGINAL_ALPHA, NOT_REPRODUCED,
+                                          NOT_RUN, REPRODUCED, VERDICTS, Claim, Judgement)
 from studylib.experiments.claim_registry import EVIDENCE, PAPER as PAPER_EVIDENCE, SEED_OF, meta
 from studylib.experiments.claims import (ClaimsTable, _fmt_p, is_stale, of_params, param_files, save_committed,
                                          saved_table, static_claims)
@@ -56,6 +59,7 @@ class Row:
     stale: bool = False
     test: str = ""  # what this scale measures for the claim (its own parameters' text)
     note: str = ""  # for a claim not run: what running it needs (a level claim's seeds)
+    unstable: str = ""  # a decisive verdict the scale's second run (2 threads) did not give: what it read
 
     @property
     def counted(self) -> bool:
@@ -66,6 +70,8 @@ class Row:
         """The verdict this row counts as (stale tables and overrides: not run)."""
         if self.status != "judged" or self.stale or self.judgement is None:
             return NOT_RUN
+        if self.unstable:
+            return INCONCLUSIVE
         return self.judgement.verdict
 
     @property
@@ -91,8 +97,9 @@ class Row:
             stats_text = f", {test}p = {_fmt_p(j.p)}, p_adj = {_fmt_p(j.p_adj)}"
         where = f" [{self.table}]" if self.table not in COLUMNS else ""
         stale = " *(stale: made by other code; not counted)*" if self.stale else ""
+        unstable = f" *(not stable: {self.unstable}; counted as inconclusive)*" if self.unstable else ""
         head = f"{self.measured_text}{stats_text}".lstrip(", ")
-        return (f"{head} → " if head else "") + f"**{j.label}**{where}{stale}"
+        return (f"{head} → " if head else "") + f"**{j.label}**{where}{stale}{unstable}"
 
 
 # (listing: {notebook: [(claim id, claim)]}, rows: {column: {(notebook, claim id): Row}}, tables: {column:
@@ -181,6 +188,38 @@ def _level_notes(nb: str, listings: dict[str, ClaimsTable]) -> dict[str, str]:
     return out
 
 
+def stability(column: str) -> tuple[Path, dict[tuple[str, str], dict[str, Any]]] | None:
+    """The newest committed second-run comparison of a scale (``benchmarks/verdict_stability.py --json``:
+    ``benchmarks/results/verdict-stability-<scale>-<date>.json``): its file and ``{(notebook, claim id): {"first":
+    ..., "second": ...}}`` (each page's verdict, label, p and p_adj); None without one."""
+    files = sorted((project_root() / "benchmarks" / "results").glob(f"verdict-stability-{column}-*.json"))
+    if not files:
+        return None
+    data = json.loads(files[-1].read_text())
+    return files[-1], {(r["notebook"], r["id"]): r for r in data.get("rows", [])}
+
+
+def _mark_unstable(column: str, rows: dict[tuple[str, str], Row]) -> None:
+    """Mark the decisive rows of ``column`` that its second run read otherwise (:attr:`Row.unstable`). A row
+    is compared only when the file's first page is this very table (same label and p_adj): a table re-run
+    since is not judged by an older comparison."""
+    found = stability(column)
+    if found is None:
+        return
+    path, pairs = found
+    for key, row in rows.items():
+        pair = pairs.get(key)
+        if pair is None or row.verdict not in DECISIVE:
+            continue
+        first, second = pair["first"], pair["second"]
+        same = first.get("label") == row.judgement.label and first.get("p_adj") is not None and \
+            row.p_adj is not None and math.isclose(first["p_adj"], row.p_adj, rel_tol=1e-9, abs_tol=1e-15)
+        if same and second.get("verdict") != row.verdict:
+            p2 = f", p_adj = {_fmt_p(second['p_adj'])}" if second.get("p_adj") is not None else ""
+            row.unstable = f"the 2-thread run reads {second.get('label') or second.get('verdict')}{p2} " \
+                           f"(`benchmarks/results/{path.name}`)"
+
+
 def page_rows(notebooks: Iterable[str] | None = None) -> PageRows:
     """The listing, the judged rows of every column and the tables they come from (computed once per write)."""
     names = list(notebooks) if notebooks is not None else notebook_names()
@@ -203,6 +242,8 @@ def page_rows(notebooks: Iterable[str] | None = None) -> PageRows:
             claims, crow = per[column]
             for cid, c in seen.items():
                 rows[column][(nb, cid)] = crow.get(cid) or Row(nb, cid, c.expect.kind, "not at this scale")
+    for column in COLUMNS:
+        _mark_unstable(column, rows[column])
     return listing, rows, tables
 
 
@@ -280,18 +321,23 @@ def _decided(listing: dict[str, list[tuple[str, Claim]]], rows: dict[tuple[str, 
 
 
 def _marginal(listing: dict[str, list[tuple[str, Claim]]], rows: dict[tuple[str, str], Row]) -> list[str]:
-    """The paper claims whose adjusted p lies between the decisive and the marginal level: leads."""
+    """The paper claims whose adjusted p lies between the decisive and the marginal level, and the decisive ones
+    the 2-thread run did not give again (:attr:`Row.unstable`): leads."""
     out = ["| paper | notebook | claim | measured (95% CI over seeds), p_adj | direction |",
            "| --- | --- | --- | --- | --- |"]
     for nb, cid, c, r, evidence in _canonical(listing, rows):
         j = r.judgement
         if (evidence != PAPER_EVIDENCE or r.status != "judged" or r.stale or j is None
-                or not j.label.endswith("(marginal)")):
+                or not (j.label.endswith("(marginal)") or r.unstable)):
             continue
         e = r.estimate()
-        side = ("as the paper says" if e is not None and (e.value > 0) == (c.expect.kind != "less")
-                else "against the paper")
-        cells = [PAPER_NAMES.get(_paper_of(nb), "-"), nb, c.claim, f"{r.measured_text}, p_adj = {_fmt_p(j.p_adj)}",
+        if j.verdict in DECISIVE:  # an unstable decisive verdict: the side its own test decided
+            side = "as the paper says" if j.verdict == REPRODUCED else "against the paper"
+        else:
+            side = ("as the paper says" if e is not None and (e.value > 0) == (c.expect.kind != "less")
+                    else "against the paper")
+        cells = [PAPER_NAMES.get(_paper_of(nb), "-"), nb, c.claim, f"{r.measured_text}, p_adj = {_fmt_p(j.p_adj)}"
+                 + (f" (decisive with 1 thread, not stable: {r.unstable})" if r.unstable else ""),
                  side]
         out.append("| " + " | ".join(x.replace("|", "/") for x in cells) + " |")
     return out if len(out) > 2 else out + ["| - | - | none | - | - |"]
@@ -328,7 +374,9 @@ def _rules() -> str:
         "singly). A true effect between 0 and the band can read *reproduced* with few seeds and *no effect* with "
         "many: the band is the claim's smallest meaningful effect. "
         f"**Decisive** at p_adj <= {DECIDE_ALPHA:g} (the stability rule: at 5%, a 1-thread and a 2-thread run "
-        "of the study disagreed on many verdicts). " + VERDICT_WORDS + " Measured effects are in points (percent) "
+        "of the study disagreed on many verdicts), and only if the scale's committed 2-thread run gives the same "
+        "verdict (`benchmarks/results/verdict-stability-<scale>-*.json`): a verdict it does not confirm is marked "
+        "*not stable* and counted as inconclusive. " + VERDICT_WORDS + " Measured effects are in points (percent) "
         "with 95% intervals over training seeds; each training seed is evaluated on episodes of its own (the "
         "methods of a seed share them, so differences are paired). **Kinds of evidence** "
         "(`studylib/experiments/claim_registry.py`): paper claim; implementation check (a formula or a count); "
@@ -433,7 +481,8 @@ def readme_summary(notebooks: Iterable[str] | None = None, rows: PageRows | None
         VERDICT_WORDS, "",
         f"**By paper** ({lead} scale; paper claims only, aliases once):", "", *_by_paper(listing, judged[lead]), "",
         f"**Paper claims the {lead} runs decided:**", "", *_decided(listing, judged[lead]), "",
-        f"**Marginal** ({DECIDE_ALPHA:g} < p_adj <= {MARGINAL_ALPHA:g}: leads, not findings):", "",
+        f"**Marginal** ({DECIDE_ALPHA:g} < p_adj <= {MARGINAL_ALPHA:g}, or decisive in one run but not in the "
+        "committed 2-thread run: leads, not findings):", "",
         *_marginal(listing, judged[lead]), "",
         f"**By kind of evidence** ({lead} scale):", "", *_by_kind(listing, judged[lead]), "",
         *beside,

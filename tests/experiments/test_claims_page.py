@@ -219,8 +219,9 @@ def test_readme_what_we_found_is_generated_from_the_committed_tables_with_small_
     for word in ("*reproduced*", "*not reproduced*", "*inconclusive*", "*not tested*", "*not run*"):
         assert word in section
     marginal = section.split("**Marginal**")[1].split("**By kind")[0]
-    qs = [float(r.split("p_adj = ")[1].split(" ")[0]) for r in marginal.splitlines() if r.startswith("| 00")]
-    assert all(0.01 < q <= 0.05 for q in qs)
+    qs = [(float(r.split("p_adj = ")[1].split(" ")[0]), "not stable: the 2-thread run reads" in r)
+          for r in marginal.splitlines() if r.startswith("| 00")]
+    assert qs and all(0.01 < q <= 0.05 or (q <= 0.01 and unstable) for q, unstable in qs)
     figures = P.write_key_figures(out=tmp_path / "key", rows=rows)
     for fresh in figures:
         committed = root / "figures" / "key" / fresh.name
@@ -262,3 +263,55 @@ def test_every_decided_not_reproduced_paper_claim_says_why(tmp_path, monkeypatch
                if evidence == P.PAPER_EVIDENCE and r.verdict == NOT_REPRODUCED
                and not meta(nb, cid, c.expect.kind).why_not_reproduced.strip()]
     assert not missing, f"decided 'not reproduced' at {lead} without a why_not_reproduced sentence: {missing}"
+
+
+def test_a_decisive_verdict_the_second_run_does_not_give_counts_as_inconclusive(monkeypatch, tmp_path):
+    """"A verdict is evidence only if another machine gives the same one": a decisive row whose committed 2-thread
+    comparison reads otherwise is marked not stable and counted as inconclusive (its own judgement unchanged); a
+    row the comparison confirms, or a table re-run since (another p_adj), is left as judged."""
+    from pathlib import Path
+    from studylib.evaluation.verdicts import INCONCLUSIVE
+    monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr(P, "stability", lambda column: None)
+    _, rows, _ = P.page_rows(["00_quickstart"])
+    key, row = next((k, r) for k, r in rows["evidence"].items() if r.verdict == REPRODUCED)
+    first = {"verdict": row.verdict, "label": row.judgement.label, "p_adj": row.p_adj}
+
+    def comparison(second, first=first):
+        return lambda column: ((Path("verdict-stability-evidence-x.json"), {key: {"first": first, "second": second}})
+                               if column == "evidence" else None)
+
+    monkeypatch.setattr(P, "stability", comparison({"verdict": INCONCLUSIVE, "label": "inconclusive (marginal)",
+                                                    "p_adj": 0.02}))
+    _, rows, _ = P.page_rows(["00_quickstart"])
+    r = rows["evidence"][key]
+    assert r.verdict == INCONCLUSIVE and r.judgement.verdict == REPRODUCED
+    assert "not stable: the 2-thread run reads inconclusive (marginal), p_adj = 0.02" in r.cell()
+    assert "counted as inconclusive" in r.cell()
+    monkeypatch.setattr(P, "stability", comparison(dict(first)))  # confirmed
+    assert P.page_rows(["00_quickstart"])[1]["evidence"][key].verdict == REPRODUCED
+    monkeypatch.setattr(P, "stability", comparison({"verdict": INCONCLUSIVE, "label": "inconclusive", "p_adj": 0.3},
+                                                   dict(first, p_adj=0.5)))  # compared another table
+    assert P.page_rows(["00_quickstart"])[1]["evidence"][key].verdict == REPRODUCED
+
+
+def test_the_newest_committed_stability_comparison_is_of_the_committed_tables():
+    """The committed 1-thread / 2-thread comparison of each scale compares the committed tables themselves: every
+    claim it lists that the page judges has the page's label and adjusted p on its first side (else the tables
+    were re-run since and the comparison must be made again)."""
+    from studylib.paths import notebook_names
+    for column in P.COLUMNS:
+        found = P.stability(column)
+        if found is None:
+            continue
+        path, pairs = found
+        _, rows, _ = P.page_rows(sorted({nb for nb, _ in pairs} & set(notebook_names())))
+        compared = 0
+        for key, pair in pairs.items():
+            row = rows[column].get(key)
+            if row is None or row.judgement is None or row.stale or pair["first"].get("p_adj") is None:
+                continue
+            assert (pair["first"]["label"], pair["first"]["p_adj"]) == pytest.approx(
+                (row.judgement.label, row.p_adj)), f"{path.name} compared another table of {key}: re-run it"
+            compared += 1
+        assert compared > 0, f"{path.name} compares none of the committed {column} tables"
