@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 import torchvision
 from torch import nn
 
 from studylib.models import BACKBONES, MLP, build_backbone
-from studylib.models.backbones import Conv4, DropBlock, ResNet12, ResNet12Basic
+from studylib.models.backbones import Conv4, DropBlock, MaxPool2x2, ResNet12, ResNet12Basic
 
 
 @pytest.fixture(autouse=True)
@@ -79,7 +80,7 @@ def test_conv4_flatten_and_plain_last_block() -> None:
         Conv4(pool="flatten")
     spe = Conv4(in_channels=1, out_channels=2 * 16, last_block_plain=True)
     last = list(spe.blocks[-1])
-    assert [type(l) for l in last] == [nn.Conv2d, nn.MaxPool2d] and last[0].out_channels == 32
+    assert [type(l) for l in last] == [nn.Conv2d, MaxPool2x2] and last[0].out_channels == 32
     with torch.no_grad():
         out = spe.eval()(_x(28, c=1, b=8))
     assert out.shape == (8, 32) and (out < 0).any()  # no ReLU at the end: real-valued means/variances
@@ -203,3 +204,58 @@ def test_conv4_depth_six_for_64px_and_default_unchanged():
     assert all(torch.equal(p, q) for p, q in zip(a.state_dict().values(), b.state_dict().values()))
     with pytest.raises(ValueError, match="too small for 6 2x2 max-pools"):
         build_backbone("conv4", in_channels=1, pool="flatten", input_size=32, depth=6)
+
+
+@pytest.mark.parametrize("ceil_mode", [False, True])
+@pytest.mark.parametrize("hw", [(8, 8), (7, 9), (21, 21), (5, 4), (1, 3)])
+def test_maxpool2x2_equals_pytorchs_kernel_bit_for_bit(ceil_mode: bool, hw: tuple[int, int]) -> None:
+    """The fast no-gradient forward against F.max_pool2d: ReLU ties at 0, NaN, -inf, odd sides, floor and ceil
+    mode, contiguous, channels-last and strided inputs, compared bit for bit (NaNs by position). (A window
+    holding both +0 and -0 may give either zero; ReLU outputs hold no -0, and no later number can tell them
+    apart but a division by zero.)"""
+    g = torch.Generator().manual_seed(hash(hw) % 1000 + ceil_mode)
+    x = torch.randn(3, 5, hw[0], hw[1] + 2, generator=g).relu()  # about half zeros: tied windows
+    x[1, 1].view(-1)[0] = float("nan")
+    x[2, 2] = float("-inf")
+    pool = MaxPool2x2(ceil_mode)
+    for inp in (x[..., 1:-1].contiguous(), x[..., 1:-1].contiguous(memory_format=torch.channels_last), x[..., 1:-1]):
+        try:
+            ref = F.max_pool2d(inp, 2, ceil_mode=ceil_mode)
+        except RuntimeError:  # a map too small for the pool: the same error
+            with torch.no_grad(), pytest.raises(RuntimeError, match="too small"):
+                pool(inp)
+            continue
+        with torch.no_grad():
+            out = pool(inp)
+        assert out.shape == ref.shape
+        assert torch.equal(out.isnan(), ref.isnan())
+        bits = lambda t: torch.nan_to_num(t, nan=7.0).contiguous().view(torch.int32)
+        assert torch.equal(bits(out), bits(ref))
+
+
+def test_maxpool2x2_takes_pytorchs_kernel_where_a_gradient_is_taken() -> None:
+    """Training: the same kernel, so the same gradients (first maximum of a tied window) as nn.MaxPool2d."""
+    x = torch.randn(2, 3, 6, 6).relu().requires_grad_(True)
+    MaxPool2x2()(x).sum().backward()
+    g_new = x.grad.clone()
+    x.grad = None
+    nn.MaxPool2d(2)(x).sum().backward()
+    assert torch.equal(g_new, x.grad)
+
+
+@pytest.mark.parametrize("name, kwargs, size", [("conv4", {"in_channels": 1, "hidden": 16}, 28),
+                                                 ("resnet12_infopatch", {}, 84)])
+def test_backbone_evaluation_unchanged_by_the_fast_pool(name: str, kwargs: dict, size: int) -> None:
+    """A backbone's evaluation features with MaxPool2x2 equal those with nn.MaxPool2d, bit for bit."""
+    torch.manual_seed(0)
+    net = build_backbone(name, **kwargs).eval()
+    x = torch.randn(4, kwargs.get("in_channels", 3), size, size)
+    with torch.no_grad():
+        fast = net(x)
+        for mod in list(net.modules()):
+            for child_name, child in list(mod.named_children()):
+                if isinstance(child, MaxPool2x2):
+                    setattr(mod, child_name, nn.MaxPool2d(2, ceil_mode=child.ceil_mode))
+        ref = net(x)
+    assert any(type(m) is nn.MaxPool2d for m in net.modules())
+    assert torch.equal(fast.view(torch.int32), ref.view(torch.int32))  # bit for bit
