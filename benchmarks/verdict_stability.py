@@ -26,8 +26,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from studylib.experiments.claims_page import DECISIVE  # the page's decisive verdicts, one definition
+
 REPO = Path(__file__).resolve().parent.parent
-DECISIVE = ("reproduced", "not reproduced")
 
 _DUMP = """
 import json, sys
