@@ -184,6 +184,7 @@ def test_05_simpleshot_level_and_learned_checks():
     # miniImageNet 62.55 vs 62.16 (1-shot), 78.27 vs 78.33 (5-shot)
     assert comparison.simpleshot_floor(p, 1) == pytest.approx(-(0.0039 + 0.03))
     assert comparison.simpleshot_floor(p, 5) == pytest.approx(-0.03)
+    assert comparison.simpleshot_gap(p, 1) == pytest.approx(0.0039) and comparison.simpleshot_gap(p, 5) == 0.0
     keys = list(dict.fromkeys(v for _, a, b, _ in comparison.models(p) for v in (a, b)))
     ce = next(v for v in keys if v.method == "ce")
     nca_v = nca(p.batch_size)
