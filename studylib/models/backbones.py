@@ -51,8 +51,8 @@ class MaxPool2x2(nn.MaxPool2d):
     max-pool kernel without indices costs as much as the 3x3 convolution before it on the study's 2-core CPU
     (4-14x what the elementwise maximum of the window's four strided views costs, measured op by op; whole
     evaluation forwards 1.1-2.2x: ``benchmarks/bench_maxpool.py``).
-    A maximum involves no rounding, so the two give the same tensor bit for bit (the test compares them with
-    ``torch.equal``, NaNs, ties and odd sizes included), and evaluation numbers do not change. Where a gradient
+    A maximum involves no rounding, so the two give the same tensor bit for bit (the tests compare their bits,
+    NaNs, ties and odd sizes included), and evaluation numbers do not change. Where a gradient
     is taken (training), or on another device, PyTorch's kernel runs as before, so training is untouched.
     It is an ``nn.MaxPool2d(2)`` (no parameters or buffers; ``state_dict`` keys unchanged).
     """
