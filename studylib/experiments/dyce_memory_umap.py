@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from studylib.config import param
-from studylib.evaluation import stats
+from studylib.evaluation import projection, stats
 from studylib.evaluation.verdicts import Claim, Expectation
 from studylib.experiments import regimes
 from studylib.experiments.beclr_common import (BeclrParams, final_eval, learned_check, load_data, load_snapshot,
@@ -156,9 +156,7 @@ def davies_bouldin(x: torch.Tensor, labels: torch.Tensor) -> float:
 
 def umap_2d(x: torch.Tensor, neighbors: int = 15, seed: int = 0) -> np.ndarray:
     """``[n, d] -> [n, 2]`` UMAP (umap-learn, cosine metric as the memory's similarities, fixed seed)."""
-    import umap
-    return umap.UMAP(n_neighbors=min(neighbors, len(x) - 1), metric="cosine", random_state=seed,
-                     n_jobs=1).fit_transform(x.double().numpy())
+    return projection.umap_2d(x.double().numpy(), neighbors=neighbors, seed=seed, metric="cosine")
 
 
 def memory_views(p: Params, outcome: Outcome, seed: int = 0) -> list[dict[str, Any]]:

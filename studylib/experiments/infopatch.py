@@ -91,7 +91,8 @@ class Params(DataParams):
     queries: int = param(6, ge=1, help="training queries per class (paper: 6)", cut=True)
     episodes_per_batch: int = param(2, ge=1, help="episodes per optimiser step (paper: 4)", cut=True)
     batches_per_epoch: int = param(10, ge=1, help="optimiser steps per epoch (paper: 1200)", cut=True)
-    epochs: int = param(3, ge=1, help="training epochs (paper: 90)", cut=True)
+    epochs: int = param(2, ge=1, help="training epochs (paper: 90; smoke: 2, cut from 3 for the suite's time; "
+                                       "evidence.yaml keeps 3)", cut=True)
     max_steps: int | None = param(None, ge=1, help="stop after this many optimiser steps (None: all epochs)",
                                   cut=True)
     lr: float = param(0.1, gt=0, help="initial learning rate (SGD, Nesterov momentum 0.9)")

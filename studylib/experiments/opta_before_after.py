@@ -24,6 +24,7 @@ import torch
 from studylib.config import load_params, param
 from studylib.evaluation import stats
 from studylib.evaluation.episodes import sample_episodes
+from studylib.evaluation.projection import umap_2d
 from studylib.evaluation.verdicts import Claim, Expectation
 from studylib.experiments import regimes
 from studylib.experiments.beclr_common import (EVAL_SEED, BeclrParams, evaluate_features, final_eval,
@@ -87,10 +88,9 @@ def episode_before_after(p: Params, feats: torch.Tensor, labels: torch.Tensor) -
 def episode_figure(ep: dict[str, Any], neighbors: int = 10, seed: int = 0, title: str = "") -> plt.Figure:
     """Fig. 8: one joint UMAP of queries and both prototype sets; left original, right transported prototypes."""
     import seaborn as sns
-    import umap
     w = ep["prototypes"].shape[0]
     x = torch.cat([ep["query"], ep["prototypes"], ep["transported"]]).double().numpy()
-    xy = umap.UMAP(n_neighbors=min(neighbors, len(x) - 1), random_state=seed, n_jobs=1).fit_transform(x)
+    xy = umap_2d(x, neighbors=neighbors, seed=seed)
     nq = ep["query"].shape[0]
     q, po, pt = xy[:nq], xy[nq:nq + w], xy[nq + w:]
     lab = ep["query_labels"].numpy()
