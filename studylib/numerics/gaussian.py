@@ -62,6 +62,30 @@ def fit_gaussian(x: torch.Tensor, var_floor: float = 1e-6) -> tuple[torch.Tensor
         return mu, var
 
 
+# Elements of one block's largest temporary (``[B..., q, K, d]`` float32: 1 MiB), so that it stays in the cache.
+_BLOCK_ELEMENTS = 1 << 18
+
+
+def _by_query_blocks(z: torch.Tensor, params: tuple[torch.Tensor, ...], out_dim: int, fn) -> torch.Tensor:
+    """``fn(z)`` computed on blocks of the queries (``z [B..., Q, d]``'s dimension -2), concatenated along
+    ``out_dim``; ``params``: the fitted tensors ``fn`` broadcasts each query against (means first).
+
+    Scoring a database of ``Q`` queries against ``B`` fitted sets makes ``[B..., Q, K, d]`` temporaries (hundreds
+    of MB at Q = 2000); blocks of at most :data:`_BLOCK_ELEMENTS` keep them in the CPU cache, 2-4x faster on this
+    machine. Every output element is computed by the same element-wise operations and the same reduction over
+    ``d`` as without blocks, so the result is bit-for-bit the same (``tests/numerics/test_gaussian_blocks.py``).
+    Only without a graph: training's small sets take the direct path, and its gradients stay autograd's own.
+    """
+    if z.dim() < 2:
+        return fn(z)
+    q = z.shape[-2]
+    per_query = max(params[0].numel(), z.numel() // max(1, q))  # elements of B... x K x d
+    size = max(1, _BLOCK_ELEMENTS // per_query)
+    if q <= size or (torch.is_grad_enabled() and any(t.requires_grad for t in (z, *params))):
+        return fn(z)
+    return torch.cat([fn(z[..., i:i + size, :]) for i in range(0, q, size)], out_dim)
+
+
 def diag_gaussian_logpdf(z: torch.Tensor, mu: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
     """``log N(z; mu, diag(var))`` of every query under its set's Gaussian.
 
@@ -76,7 +100,8 @@ def diag_gaussian_logpdf(z: torch.Tensor, mu: torch.Tensor, var: torch.Tensor) -
     with torch.autocast(z.device.type, enabled=False):
         z, mu, var = _f32(z, mu, var)
         mu, var = mu.unsqueeze(-2), var.unsqueeze(-2)
-        return -0.5 * (((z - mu) ** 2 / var).sum(-1) + torch.log(var).sum(-1) + z.shape[-1] * _LOG_2PI)
+        return _by_query_blocks(z, (mu, var), -1, lambda zq: -0.5 * (((zq - mu) ** 2 / var).sum(-1) + torch.log(var).sum(-1)
+                                                            + z.shape[-1] * _LOG_2PI))
 
 
 @dataclass
@@ -99,10 +124,14 @@ def component_logpdf(z: torch.Tensor, gmm: GMM) -> torch.Tensor:
     """``[B..., Q, K]``: ``log w_k + log N(z_q; mu_k, var_k)`` for every query and component."""
     with torch.autocast(z.device.type, enabled=False):
         z, w, mu, var = _f32(z, gmm.weights, gmm.means, gmm.vars)
-        diff = z.unsqueeze(-2) - mu.unsqueeze(-3)  # [B..., Q, K, d]
-        quad = (diff * diff / var.unsqueeze(-3)).sum(-1)
         logdet = torch.log(var).sum(-1).unsqueeze(-2)  # [B..., 1, K]
-        return torch.log(w).unsqueeze(-2) - 0.5 * (quad + logdet + z.shape[-1] * _LOG_2PI)
+
+        def block(zq: torch.Tensor) -> torch.Tensor:
+            diff = zq.unsqueeze(-2) - mu.unsqueeze(-3)  # [B..., q, K, d]
+            quad = (diff * diff / var.unsqueeze(-3)).sum(-1)
+            return torch.log(w).unsqueeze(-2) - 0.5 * (quad + logdet + z.shape[-1] * _LOG_2PI)
+
+        return _by_query_blocks(z, (mu, var, w), -2, block)
 
 
 def gmm_logpdf(z: torch.Tensor, gmm: GMM) -> torch.Tensor:
