@@ -71,8 +71,8 @@ def _by_query_blocks(z: torch.Tensor, params: tuple[torch.Tensor, ...], out_dim:
     ``out_dim``; ``params``: the fitted tensors ``fn`` broadcasts each query against (means first).
 
     Scoring a database of ``Q`` queries against ``B`` fitted sets makes ``[B..., Q, K, d]`` temporaries (hundreds
-    of MB at Q = 2000); blocks of at most :data:`_BLOCK_ELEMENTS` keep them in the CPU cache, 2-4x faster on this
-    machine. Every output element is computed by the same element-wise operations and the same reduction over
+    of MB at Q = 2000); blocks of at most :data:`_BLOCK_ELEMENTS` keep them in the CPU cache, 3-5x faster on this
+    machine (``benchmarks/bench_gaussian_blocks.py``). Every output element is computed by the same element-wise operations and the same reduction over
     ``d`` as without blocks, so the result is bit-for-bit the same (``tests/numerics/test_gaussian_blocks.py``).
     Only without a graph: training's small sets take the direct path, and its gradients stay autograd's own.
     """
