@@ -56,5 +56,6 @@ def test_help_notebook_of_the_quickstart(repo):
     out = subprocess.run([sys.executable, "-m", "papermill", "--help-notebook",
                           str(repo / "notebooks" / "00_quickstart.ipynb")], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert "Unknown type" not in out.stdout and "epochs: int (default 3)" in out.stdout
+    from studylib.experiments.quickstart import Params
+    assert "Unknown type" not in out.stdout and f"epochs: int (default {Params().epochs})" in out.stdout
     assert "training epochs" in out.stdout
