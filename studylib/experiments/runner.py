@@ -21,6 +21,7 @@ import os
 import sys
 import time
 import warnings
+import weakref
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -248,10 +249,27 @@ class Outcome:
         return r["mean"], r["ci95"]
 
 
+# Per-image-tensor memo of normalisation(): load_dataset returns the same data set (and tensors) to every run of a
+# process, and each run asks twice (its model's and its inference record's normalisation); at 224 px that was 20 s
+# of notebook 07's check run. Keyed by the tensor's id, checked to be that very tensor (a weak reference, so the
+# memo does not keep a data set alive, and the entry goes with the tensor) and against its in-place version
+# counter, so a tensor modified in place is measured again. (A WeakKeyDictionary cannot hold tensors: it
+# compares keys with ==, which is element-wise for tensors.)
+_NORMALISATION: dict[int, tuple[weakref.ref, int, list[float], list[float]]] = {}
+
+
 def normalisation(split: ImageSplit) -> tuple[list[float], list[float]]:
     """Per-channel mean and std of a split's pixels in [0, 1] (used to normalise network inputs)."""
-    x = split.images[: min(len(split), 20000)].float().div_(255)
-    return x.mean(dim=(0, 2, 3)).tolist(), x.std(dim=(0, 2, 3)).clamp_min(1e-3).tolist()
+    images = split.images
+    hit = _NORMALISATION.get(id(images))
+    if hit is not None and hit[0]() is images and hit[1] == images._version:
+        return list(hit[2]), list(hit[3])
+    x = images[: min(len(split), 20000)].float().div_(255)
+    mean, std = x.mean(dim=(0, 2, 3)).tolist(), x.std(dim=(0, 2, 3)).clamp_min(1e-3).tolist()
+    key = id(images)
+    _NORMALISATION[key] = (weakref.ref(images, lambda _, key=key: _NORMALISATION.pop(key, None)),
+                           images._version, mean, std)
+    return list(mean), list(std)
 
 
 INFERENCE = "inference.json"  # in the training run: what rebuilding the model without its data needs

@@ -85,3 +85,28 @@ def test_a_method_whose_training_changed_gets_new_run_hashes():
     assert old.pop("method_version") == 3
     assert config_hash(old) != config_hash(s2m.config())  # the version-1 configuration is another run
     assert config_hash({**old, "method_version": 2}) != config_hash(s2m.config())  # version 2: EM capped at 30
+
+
+def test_normalisation_is_measured_once_per_image_tensor_and_again_after_an_in_place_change(monkeypatch):
+    """The memo gives the direct computation's numbers, is hit on a second call with the same tensor, and a tensor
+    modified in place (its version counter moves) or a new tensor is measured afresh."""
+    from studylib.data.base import ImageSplit
+    from studylib.experiments import runner as R
+    g = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (40, 3, 6, 6), generator=g, dtype=torch.uint8)
+    split = ImageSplit(images, torch.arange(40) % 4, [f"c{i}" for i in range(4)], name="s")
+    x = images.float().div(255)
+    direct = (x.mean(dim=(0, 2, 3)).tolist(), x.std(dim=(0, 2, 3)).clamp_min(1e-3).tolist())
+    assert R.normalisation(split) == direct
+    calls = []
+    real_std = torch.Tensor.std
+    monkeypatch.setattr(torch.Tensor, "std", lambda self, *a, **k: calls.append(1) or real_std(self, *a, **k))
+    mean, std = R.normalisation(split)
+    assert (mean, std) == direct and not calls  # from the memo
+    mean.append(9.0)  # callers get copies: the memo cannot be changed through them
+    assert R.normalisation(split) == direct
+    images[:20] = 0  # in place: measured again
+    x = images.float().div(255)
+    want = (x.mean(dim=(0, 2, 3)).tolist(), torch.std(x, dim=(0, 2, 3)).clamp_min(1e-3).tolist())  # not the method
+    assert R.normalisation(split) == want and want != direct
+    assert len(calls) == 1
