@@ -263,14 +263,19 @@ class ClaimsTable:
 
 def provenance(notebook: str) -> dict[str, Any]:
     """``made_on`` (the machine), ``commit`` and ``code_version`` of a table made now, and ``seconds``: the time
-    since this process imported ``studylib`` (a notebook's whole run, from the kernel's first cell; what the power
-    analysis scales by seeds, meaningful for a run that trained from an empty cache)."""
+    since this process imported ``studylib`` (a notebook's whole run, from the kernel's first cell) plus the
+    recorded training and evaluation seconds of the runs it reused from the store
+    (:func:`studylib.experiments.runner.reused_seconds`; also stored alone as ``reused_seconds``): about what the
+    notebook costs from an empty cache, which the power analysis scales by seeds, also for a table re-made from
+    cached runs. Work cached outside runs (e.g. Set2Model's retrieval scores) is not in it."""
     import time
     import studylib
     from studylib.experiments.reference import made_on
+    from studylib.experiments.runner import reused_seconds
     from studylib.provenance import git_commit
+    reused = reused_seconds()
     return {"made_on": made_on(), "commit": git_commit(), "code_version": code_version(notebook),
-            "seconds": round(time.monotonic() - studylib.STARTED, 1)}
+            "seconds": round(time.monotonic() - studylib.STARTED + reused, 1), "reused_seconds": round(reused, 1)}
 
 
 def code_version(notebook: str) -> str:

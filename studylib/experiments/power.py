@@ -21,9 +21,11 @@ Powers are those of the verdicts' own statistic, the mean over the floored sprea
 (:func:`_sf`; without a floor, the noncentral t distribution): the difference test ``P(|T| > t_c)``; the one-sided
 tests ``P(T > t_c)``; the equivalence (TOST) test the probability that the mean falls in the band shrunk by
 ``t_c`` floored standard errors, integrated over the seeds' spread (the two one-sided tests share it).
-Cost: the pilot table records its notebook's seconds (a run from an empty cache: ``./study reference``), so a
-seed costs about ``seconds / seeds``; the fixed part (data generation, kernel start) is counted in, which
-overstates the cost of added seeds a little.
+Cost: the pilot table records its notebook's seconds (its wall time plus the recorded training and evaluation
+seconds of the runs it reused from the cache, so a table re-made from cached runs counts them too:
+:func:`studylib.experiments.claims.provenance`), so a seed costs about ``seconds / seeds``; the fixed part (data
+generation, kernel start) is counted in, which overstates the cost of added seeds a little. Tables saved before
+2026-11-29 from cached runs recorded only the wall time, which understates it.
 """
 
 from __future__ import annotations

@@ -561,6 +561,7 @@ def run_spec(spec: RunSpec, store: RunStore | None = None, stop_after: int | Non
 def _train_and_evaluate(spec: RunSpec, store: RunStore, run: Run, dataset: FewShotDataset, stop_after: int | None,
                         progress: bool | None) -> Outcome:
     ev_run = run.child("eval", spec.eval_config())
+    _MADE_HERE.update((str(run.path), str(ev_run.path)))  # this process's wall time holds them
     method, transform = build_parts(spec, dataset)
     device = get_device(spec.train.device)
     spec.train.progress = progress_display.resolve(progress)
@@ -690,6 +691,25 @@ def run_untrained(spec: RunSpec, store: RunStore | None = None) -> Outcome:
             lock.release()
 
 
+# The recorded seconds of the training and evaluation this process reused from the store (each run folder counted
+# once; runs this process trained or evaluated are not counted: its wall time holds them). A claims table adds
+# them to its wall time (studylib.experiments.claims.provenance), so that a table re-made from cached runs still
+# says about what its notebook costs from an empty cache, which ./study power scales by seeds.
+REUSED_SECONDS: dict[str, float] = {}
+_MADE_HERE: set[str] = set()
+
+
+def reused_seconds() -> float:
+    """Seconds of training and evaluation this process took from the store instead of computing them."""
+    return float(sum(REUSED_SECONDS.values()))
+
+
+def _count_reused(run: Run, ev_run: Run, result: dict[str, Any]) -> None:
+    for path, key in ((run.path, "train_seconds"), (ev_run.path, "eval_seconds")):
+        if str(path) not in _MADE_HERE:
+            REUSED_SECONDS.setdefault(str(path), float(result.get(key) or 0.0))
+
+
 def stored_outcome_in(spec: RunSpec, run: Run) -> Outcome | None:
     """The finished evaluation of ``spec``'s protocol in ``run`` (a trained or an untrained run's folder), or None
     (a damaged one is reported and evaluated again)."""
@@ -698,10 +718,12 @@ def stored_outcome_in(spec: RunSpec, run: Run) -> Outcome | None:
         return None
     try:
         ev_run.read_bytes(ACCURACIES)
-        return Outcome(spec, run, ev_run.result(), ev_run)
+        outcome = Outcome(spec, run, ev_run.result(), ev_run)
     except RunFileError as e:
         warnings.warn(f"evaluating again: {e.path}: {e.problem}", stacklevel=3)
         return None
+    _count_reused(run, ev_run, outcome.result)
+    return outcome
 
 
 def run_lock(store: RunStore, run: Run) -> "RunLock":

@@ -110,3 +110,23 @@ def test_normalisation_is_measured_once_per_image_tensor_and_again_after_an_in_p
     want = (x.mean(dim=(0, 2, 3)).tolist(), torch.std(x, dim=(0, 2, 3)).clamp_min(1e-3).tolist())  # not the method
     assert R.normalisation(split) == want and want != direct
     assert len(calls) == 1
+
+
+def test_reused_runs_add_their_recorded_seconds_once_and_runs_made_here_add_none(tmp_path, monkeypatch):
+    """A claims table's ``seconds`` is the process's wall time plus the recorded training and evaluation seconds of
+    the runs it took from the store, each run once, so that a table re-made from cached runs still tells the power
+    analysis what the notebook costs; runs trained in the same process are in its wall time already."""
+    from studylib.experiments import claims as C
+    monkeypatch.setattr(runner, "REUSED_SECONDS", {})
+    monkeypatch.setattr(runner, "_MADE_HERE", set())
+    store = RunStore(tmp_path)
+    first = run_spec(_spec(), store, progress=False)
+    run_spec(_spec(), store, progress=False)  # read back in the process that made it
+    assert runner.reused_seconds() == 0.0
+    monkeypatch.setattr(runner, "_MADE_HERE", set())  # as in a later process
+    for _ in range(3):
+        again = run_spec(_spec(), store, progress=False)
+    recorded = first.run.result()["train_seconds"] + again.result["eval_seconds"]
+    assert recorded > 0 and runner.reused_seconds() == pytest.approx(recorded)
+    prov = C.provenance("00_quickstart")
+    assert prov["reused_seconds"] == round(recorded, 1) and prov["seconds"] >= prov["reused_seconds"]
