@@ -261,12 +261,12 @@ _NORMALISATION: dict[int, tuple[weakref.ref, int, list[float], list[float]]] = {
 def normalisation(split: ImageSplit) -> tuple[list[float], list[float]]:
     """Per-channel mean and std of a split's pixels in [0, 1] (used to normalise network inputs)."""
     images = split.images
-    hit = _NORMALISATION.get(id(images))
+    key = id(images)
+    hit = _NORMALISATION.get(key)
     if hit is not None and hit[0]() is images and hit[1] == images._version:
         return list(hit[2]), list(hit[3])
     x = images[: min(len(split), 20000)].float().div_(255)
     mean, std = x.mean(dim=(0, 2, 3)).tolist(), x.std(dim=(0, 2, 3)).clamp_min(1e-3).tolist()
-    key = id(images)
     _NORMALISATION[key] = (weakref.ref(images, lambda _, key=key: _NORMALISATION.pop(key, None)),
                            images._version, mean, std)
     return list(mean), list(std)

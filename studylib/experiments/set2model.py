@@ -95,7 +95,8 @@ class Params(DataParams):
     train_noise: float = param(0.0, ge=0, lt=1, help="fraction of each training set replaced by another "
                                                      "class's images")
     epochs: int = param(1, ge=1, help="training epochs", cut=True)
-    batches_per_epoch: int = param(50, ge=1, help="training batches (tuples x ...) per epoch (smoke: 50, cut from 100 for the suite's time; evidence.yaml sets its own)", cut=True)
+    batches_per_epoch: int = param(50, ge=1, help="training batches (tuples x ...) per epoch (smoke: 50, cut from "
+                                                  "100 for the suite's time; evidence.yaml sets its own)", cut=True)
     optimizer: str = param("adam", choices=OPTIMIZERS, help="paper: Adam")
     lr: float = param(1e-3, gt=0, help="learning rate (paper: chosen on validation, not stated)")
     bins: int = param(100, ge=2, help="histogram loss: nodes (authors' code: 100)")

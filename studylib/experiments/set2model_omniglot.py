@@ -102,7 +102,9 @@ class Params(DataParams):
     negatives: int | None = param(20, ge=1, help="irrelevant images |Z-| per training tuple, drawn from the "
                                                  "other tuples' relevant images (paper, classification: 20)")
     epochs: int = param(1, ge=1, help="training epochs", cut=True)
-    batches_per_epoch: int = param(150, ge=1, help="training batches (tuples per batch) per epoch (smoke: 150, cut from 300 for the suite's time; evidence.yaml sets its own)", cut=True)
+    batches_per_epoch: int = param(150, ge=1, help="training batches (tuples per batch) per epoch (smoke: 150, cut "
+                                                   "from 300 for the suite's time; evidence.yaml sets its own)",
+                                   cut=True)
     optimizer: str = param("adam", choices=OPTIMIZERS, help="paper: Adam")
     lr: float = param(1e-3, gt=0, help="learning rate (paper: chosen on validation, not stated)")
     bins: int = param(100, ge=2, help="histogram loss: nodes (authors' code: 100)")

@@ -83,7 +83,8 @@ class Params(DataParams):
     epochs: int = param(1, ge=1, help="training epochs", cut=True)
     patience: int | None = param(None, ge=1, help="early stopping: validations without a new best val_acc "
                                                   "before training stops (App. A; None: fixed length)", cut=True)
-    batches_per_epoch: int = param(30, ge=1, help="training episodes per epoch (smoke: 30, cut from 60 for the suite's time; evidence.yaml sets its own)", cut=True)
+    batches_per_epoch: int = param(30, ge=1, help="training episodes per epoch (smoke: 30, cut from 60 for the "
+                                                  "suite's time; evidence.yaml sets its own)", cut=True)
     optimizer: str = param("adam", choices=OPTIMIZERS)
     lr: float = param(1e-3, gt=0, help="App. A.1: 1e-3")
     halve_every: int | None = param(None, ge=1, help="halve the learning rate every this many epochs (App. A.1: 50)")

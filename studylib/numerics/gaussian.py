@@ -72,8 +72,9 @@ def _by_query_blocks(z: torch.Tensor, params: tuple[torch.Tensor, ...], out_dim:
 
     Scoring a database of ``Q`` queries against ``B`` fitted sets makes ``[B..., Q, K, d]`` temporaries (hundreds
     of MB at Q = 2000); blocks of at most :data:`_BLOCK_ELEMENTS` keep them in the CPU cache, 3-5x faster on this
-    machine (``benchmarks/bench_gaussian_blocks.py``). Every output element is computed by the same element-wise operations and the same reduction over
-    ``d`` as without blocks, so the result is bit-for-bit the same (``tests/numerics/test_gaussian_blocks.py``).
+    machine (``benchmarks/bench_gaussian_blocks.py``). Every output element is computed by the same element-wise
+    operations and the same reduction over ``d`` as without blocks, so the result is bit-for-bit the same
+    (``tests/numerics/test_gaussian_blocks.py``).
     Only without a graph: training's small sets take the direct path, and its gradients stay autograd's own.
     """
     if z.dim() < 2:
@@ -100,8 +101,9 @@ def diag_gaussian_logpdf(z: torch.Tensor, mu: torch.Tensor, var: torch.Tensor) -
     with torch.autocast(z.device.type, enabled=False):
         z, mu, var = _f32(z, mu, var)
         mu, var = mu.unsqueeze(-2), var.unsqueeze(-2)
-        return _by_query_blocks(z, (mu, var), -1, lambda zq: -0.5 * (((zq - mu) ** 2 / var).sum(-1) + torch.log(var).sum(-1)
-                                                            + z.shape[-1] * _LOG_2PI))
+        logdet = torch.log(var).sum(-1)  # [B..., 1], once for every block
+        return _by_query_blocks(z, (mu, var), -1,
+                                lambda zq: -0.5 * (((zq - mu) ** 2 / var).sum(-1) + logdet + z.shape[-1] * _LOG_2PI))
 
 
 @dataclass
@@ -124,12 +126,13 @@ def component_logpdf(z: torch.Tensor, gmm: GMM) -> torch.Tensor:
     """``[B..., Q, K]``: ``log w_k + log N(z_q; mu_k, var_k)`` for every query and component."""
     with torch.autocast(z.device.type, enabled=False):
         z, w, mu, var = _f32(z, gmm.weights, gmm.means, gmm.vars)
-        logdet = torch.log(var).sum(-1).unsqueeze(-2)  # [B..., 1, K]
+        logdet = torch.log(var).sum(-1).unsqueeze(-2)  # [B..., 1, K], once for every block
+        logw, mu_, var_ = torch.log(w).unsqueeze(-2), mu.unsqueeze(-3), var.unsqueeze(-3)
 
         def block(zq: torch.Tensor) -> torch.Tensor:
-            diff = zq.unsqueeze(-2) - mu.unsqueeze(-3)  # [B..., q, K, d]
-            quad = (diff * diff / var.unsqueeze(-3)).sum(-1)
-            return torch.log(w).unsqueeze(-2) - 0.5 * (quad + logdet + z.shape[-1] * _LOG_2PI)
+            diff = zq.unsqueeze(-2) - mu_  # [B..., q, K, d]
+            quad = (diff * diff / var_).sum(-1)
+            return logw - 0.5 * (quad + logdet + z.shape[-1] * _LOG_2PI)
 
         return _by_query_blocks(z, (mu, var, w), -2, block)
 
