@@ -442,6 +442,8 @@ def notebook_params(schema: type[T], namespace: Mapping[str, Any], baseline: set
     params = validate(schema, values, where=f"notebook {notebook}")
     _CURRENT["notebook"] = notebook  # recorded in the runs this process trains (./study results)
     _CURRENT["params"] = params  # recorded in the claims table the notebook saves (its params_hash)
+    from studylib.precision import set_cpu_autocast
+    set_cpu_autocast(getattr(params, "scale", None))  # the check scale runs the GPU's bf16 path on the CPU
     return params
 
 

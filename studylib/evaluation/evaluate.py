@@ -15,7 +15,6 @@ the speed-up against the per-episode NumPy loop.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from studylib import precision
 from studylib.data.base import DataError
 from studylib.evaluation.classifiers import Classifier, get_classifier
 from studylib.evaluation.episodes import Episodes, sample_episodes
@@ -52,8 +52,9 @@ def extract_features(fn: Callable[[torch.Tensor], torch.Tensor], images: torch.T
                      progress: bool | None = None) -> torch.Tensor:
     """Features of every image, computed once per checkpoint (seed 000 Sec. 3.1).
 
-    Runs under ``torch.inference_mode``; on CUDA the inputs are made ``channels_last`` and, when ``amp``,
-    the forward runs under bf16 autocast (features are returned in float32). If ``fn`` is an ``nn.Module``
+    Runs under ``torch.inference_mode``; on CUDA the inputs are made ``channels_last``. When ``amp``, the
+    forward runs under bf16 autocast where :func:`studylib.precision.autocast_enabled` says so (CUDA; the CPU at
+    the check scale); features are returned in float32. If ``fn`` is an ``nn.Module``
     or a bound method of one (``method.features``), the module is put in eval mode for the extraction and
     restored afterwards.
 
@@ -64,7 +65,7 @@ def extract_features(fn: Callable[[torch.Tensor], torch.Tensor], images: torch.T
             centre crop, normalise). None: ``x.float() / 255``.
         batch_size: images per forward pass.
         device: where to run; None = the device of ``fn``'s parameters, else of ``images``.
-        amp: bf16 autocast on CUDA (ignored on the CPU).
+        amp: bf16 autocast where :mod:`studylib.precision` enables it (CUDA; the CPU at the check scale).
         progress: tqdm bar; None = only when stderr is a terminal.
 
     Returns:
@@ -99,8 +100,7 @@ def extract_features(fn: Callable[[torch.Tensor], torch.Tensor], images: torch.T
         module.eval()
     outs: list[torch.Tensor] = []
     try:
-        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda and amp else contextlib.nullcontext()
-        with torch.inference_mode(), autocast:
+        with torch.inference_mode(), precision.autocast(device, enabled=amp):
             for start in tqdm(range(0, images.shape[0], batch_size), desc="features", disable=not progress,
                               unit="batch", leave=False):
                 x = transform(images[start:start + batch_size].to(device, non_blocking=True))

@@ -47,6 +47,7 @@ from studylib.data.base import ImageSplit
 from studylib.data.samplers import (Batch, EpisodicSampler, FixedCompositionSampler, ReplacementSampler,
                                     ShuffledSampler)
 from studylib.methods.base import Method
+from studylib.precision import autocast_enabled
 from studylib.training import distributed
 from studylib.training.runstore import CHECKPOINT, PREVIOUS, TENSORBOARD, WEIGHTS, Run, RunFileError, provenance
 from studylib.utils import DiskFullError, apply_threads, get_device, kill_point
@@ -460,7 +461,7 @@ def _train(method: Method, train_split: ImageSplit, cfg: TrainConfig, run: Run,
 
     calls = 0
     eta_t0 = None
-    use_amp = cfg.amp and on_gpu
+    use_amp = cfg.amp and autocast_enabled(device)  # CUDA; the CPU at the check scale (studylib.precision)
     if cfg.scale == "paper":
         print(f"{run.path.name}: paper scale, {total - pos.global_step} training steps on {device} "
               f"({_device_name(device)}); estimating the wall time from the first {ETA_STEPS} steps", flush=True)

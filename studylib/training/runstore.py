@@ -532,6 +532,9 @@ def provenance(device: torch.device | str) -> dict[str, Any]:
     out = {"git_commit": commit, "git_dirty": dirty, "studylib_version": studylib.__version__,
            "torch_version": str(torch.__version__), "python_version": platform.python_version(), "device": str(device),
            "device_name": name, "threads": torch.get_num_threads()}
+    from studylib.precision import autocast_enabled
+    if device.type == "cpu" and autocast_enabled(device):  # the check scale's bf16 path (studylib.precision)
+        out["cpu_autocast"] = "bf16"
     notebook = current_notebook()
     return {**out, "notebook": notebook} if notebook else out
 
