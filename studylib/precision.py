@@ -5,8 +5,8 @@ The paper scale trains and evaluates under bf16 autocast on the GPU (:class:`stu
 and CI runs it on CPUs, so there the same mixed-precision path runs on the CPU: every float32 guard of the
 methods (the Gaussian densities of SPE and Set2Model, DyCE's and OpTA's Sinkhorn, the episodic distances) is
 exercised end to end by CI, which never has a GPU. Where the CPU has native bf16 (AVX512-BF16 or AMX) it is also
-2-4x faster than float32 for the paper's ResNets (``benchmarks/bench_cpu_autocast.py``). On a CPU without
-it (emulated bf16 is slower than float32) the check scale keeps float32.
+2.6-3.4x faster than float32 per training step for the paper's ResNets (``benchmarks/bench_cpu_autocast.py``).
+On a CPU without native bf16 the check scale keeps float32, as before.
 
 The smoke and evidence scales never use it: their numbers must be the same bits on any CPU.
 
