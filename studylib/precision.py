@@ -23,13 +23,9 @@ import torch
 _CPU_AUTOCAST = {"on": False}
 
 
+@functools.cache
 def cpu_bf16_native() -> bool:
     """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX), so that oneDNN's bf16 kernels are fast."""
-    return _cpu_bf16_native()
-
-
-@functools.cache
-def _cpu_bf16_native() -> bool:
     cpu = getattr(torch, "cpu", None)
     try:
         return bool(torch.backends.mkldnn.is_available()

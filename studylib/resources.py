@@ -125,12 +125,16 @@ def network_cost(backbone: str, channels: int, size: int, options: dict[str, Any
                  probe: int = 32) -> tuple[float, float, int]:
     """``(forward FLOPs per image, activation bytes per image, parameters)`` of ``backbone`` at ``size`` px.
 
-    Counted on the real network for one ``probe x probe`` image (``FlopCounterMode``; activations: the float32
-    outputs of every leaf module) and scaled by ``(size / probe)^2``: convolutions and their maps grow with the
-    image's area.
+    Counted on the real network for one ``probe x probe`` image by forward hooks on its leaf modules and scaled
+    by ``(size / probe)^2``: convolutions and their maps grow with the image's area. FLOPs: ``2 x`` the
+    multiply-adds of every convolution (``out.numel() x in_channels / groups x kernel area``) and linear layer
+    (``out.numel() x in_features``), bias excluded, as ``torch.utils.flop_counter.FlopCounterMode`` counts them
+    (a test compares the two on every registered backbone); activations: the float32 outputs of every leaf
+    module. Hooks, not ``FlopCounterMode``: entering that mode imports ``torch._dynamo`` (2-3 s, most of a
+    pre-flight's time).
     """
     import torch
-    from torch.utils.flop_counter import FlopCounterMode
+    from torch import nn
 
     from studylib.models import build_backbone
     try:
@@ -138,21 +142,26 @@ def network_cost(backbone: str, channels: int, size: int, options: dict[str, Any
     except TypeError:
         net = build_backbone(backbone, in_channels=channels)
     net.eval()
-    acts = [0]
+    acts, flops = [0], [0]
 
-    def count(_m: Any, _i: Any, out: Any) -> None:
-        if torch.is_tensor(out):
-            acts[0] += out.numel()
+    def count(m: Any, _i: Any, out: Any) -> None:
+        if not torch.is_tensor(out):
+            return
+        acts[0] += out.numel()
+        if isinstance(m, nn.modules.conv._ConvNd):
+            flops[0] += 2 * out.numel() * (m.in_channels // m.groups) * math.prod(m.kernel_size)
+        elif isinstance(m, nn.Linear):
+            flops[0] += 2 * out.numel() * m.in_features
 
     hooks = [m.register_forward_hook(count) for m in net.modules() if not list(m.children())]
     try:
-        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        with torch.no_grad():
             net(torch.zeros(1, channels, probe, probe))
     finally:
         for h in hooks:
             h.remove()
     scale = (size / probe) ** 2
-    return counter.get_total_flops() * scale, acts[0] * 4 * scale, sum(p.numel() for p in net.parameters())
+    return flops[0] * scale, acts[0] * 4 * scale, sum(p.numel() for p in net.parameters())
 
 
 def _n(v: dict[str, Any], key: str, default: float = 0) -> float:

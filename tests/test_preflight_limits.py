@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from studylib import preflight, resources
 from studylib.resources import GIB, Machine
@@ -99,6 +100,29 @@ def test_the_network_cost_is_the_convolutions_flops():
         "conv4", in_channels=1).parameters())
     flops64, act64, _ = resources.network_cost("conv4", 1, 64)
     assert flops64 == pytest.approx(4 * flops) and act64 == pytest.approx(4 * act)
+
+
+@pytest.mark.parametrize("backbone, channels", [("conv4", 1), ("resnet12_basic", 3), ("resnet12", 3),
+                                               ("resnet12_infopatch", 3), ("resnet18", 3), ("resnet50", 3)])
+def test_the_hooks_count_what_torchs_flop_counter_counts(backbone, channels):
+    """The pre-flight counts FLOPs with forward hooks (FlopCounterMode imports torch._dynamo: seconds); on every
+    registered backbone the count equals FlopCounterMode's on the same network and image, and so does the
+    activation count of the hooks' leaf modules."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from studylib.models import BACKBONES, build_backbone
+    assert {b for b, _ in _FLOP_CASES} == set(BACKBONES)  # a new backbone joins this test
+    flops, act, n_params = resources.network_cost(backbone, channels, 32)
+    torch.manual_seed(0)
+    net = build_backbone(backbone, in_channels=channels).eval()
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        net(torch.zeros(1, channels, 32, 32))
+    assert flops == counter.get_total_flops() > 0
+    assert n_params == sum(p.numel() for p in net.parameters())
+
+
+_FLOP_CASES = [("conv4", 1), ("resnet12_basic", 3), ("resnet12", 3), ("resnet12_infopatch", 3), ("resnet18", 3),
+               ("resnet50", 3)]
 
 
 def test_the_report_prints_warnings_and_passes(monkeypatch, capsys):

@@ -118,3 +118,14 @@ def test_bad_requests(cache):
         S.load_synthfs(split="alphabet", cache_dir=cache)
     with pytest.raises(ValueError, match="at least 2 images"):
         S.load_synthfs(instances=1, cache_dir=cache)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 40])
+def test_chunked_painting_gives_the_same_values_as_painting_all_instances_at_once(monkeypatch, chunk):
+    # the painting runs _CHUNK instances at a time for speed; every per-pixel step is elementwise, so any chunk
+    # size must give the float64 image of painting all instances in one pass, bit for bit
+    monkeypatch.setattr(S, "_CHUNK", 10_000)
+    whole = [S._render_class(0, k, 45, 32) for k in (0, 7, 93)]
+    monkeypatch.setattr(S, "_CHUNK", chunk)
+    for k, want in zip((0, 7, 93), whole):
+        assert torch.equal(S._render_class(0, k, 45, 32), want)
