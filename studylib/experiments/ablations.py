@@ -50,12 +50,13 @@ PAPER_FIG4 = "Fig. 4 (bars; no numbers in the text)"
 class Params(ct.ContractParams):
     """Parameters of ``notebooks/04_ablations.ipynb`` (``params/04_ablations/*.yaml``); defaults = smoke scale.
 
-    Smoke: the embedded glyphs (192 training classes of 20 images), Conv4 with 16 filters, two epochs per model,
-    one batch size (128, the paper's smallest) and three training seeds: 7 rows x 3 seeds = 21 short runs (about 1 min of CPU with one
-    thread).
+    Smoke: the embedded glyphs (192 training classes of 20 images), Conv4 with 16 filters, one epoch per model
+    (two until 2026-11-29; the evidence scale keeps two), one batch size (128, the paper's smallest) and three
+    training seeds: 7 rows x 3 seeds = 21 short runs.
     """
 
-    epochs: int = param(2, ge=1, help="training epochs of every run", cut=True)
+    epochs: int = param(1, ge=1, help="training epochs of every run (smoke: 1, cut from 2 for the suite's time; "
+                                           "evidence.yaml keeps 2)", cut=True)
     conv4_hidden: int = param(16, ge=1, help="conv4 only: filters per block (64 in Snell et al.; fewer is faster)")
     eval_episodes: int = param(500, ge=1, help="evaluation episodes per model (paper: 10,000)", cut=True)
     batch_sizes: list[int] = param([128], ge=2, help="batch sizes (paper: 128, 256, 512)", cut=True)

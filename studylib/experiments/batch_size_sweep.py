@@ -43,8 +43,8 @@ class Params(SweepParams):
     """Parameters of ``notebooks/02_batch_size_sweep.ipynb`` (``params/02_batch_size_sweep/*.yaml``).
 
     Smoke (the defaults): synthfs at 16 px, Conv4-32, batch sizes 64 and 128 (the paper: 128/256/512), 1-shot
-    ``m+n = 8`` and 5-shot ``m+n = 16`` episodes (the paper also 5-shot 8 and 32), 7680 training images per
-    model, three seeds, 500 validation episodes per model and seed.
+    ``m+n = 8`` and 5-shot ``m+n = 16`` episodes (the paper also 5-shot 8 and 32), 3840 training images per
+    model (7680 until 2026-11-29; the evidence scale keeps 7680), three seeds, 500 validation episodes per model and seed.
     """
 
     batch_sizes: list[int] = param([64, 128], ge=2, help="batch sizes b of NCA and of the episodes", cut=True)

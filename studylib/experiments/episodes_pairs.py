@@ -70,7 +70,7 @@ def measured_pairs(w: int, n: int, m: int, embed_dim: int = 16, seed: int = 0) -
     z = torch.randn(len(labels), embed_dim, generator=torch.Generator().manual_seed(seed))
     out = {}
     for name, proto, split in LOSSES:
-        r = episode_loss(z, labels, support, "pn", prototypes=proto, sq_split=split)
+        r = episode_loss(z, labels, support, "pn", prototypes=proto, sq_split=split, counts_only=True)
         out[name] = (r.positives, r.negatives)
     return out
 

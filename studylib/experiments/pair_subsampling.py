@@ -54,7 +54,7 @@ class Params(SweepParams):
 
     Smoke (the defaults): synthfs at 16 px, Conv4-32, batch 128 (the paper: 256), fractions 0.05 / 0.25 / 1,
     1-shot ``m+n = 8`` and 5-shot ``m+n = 8`` and ``32`` episodes (two 5-shot points at different fractions),
-    7680 training images per model, three seeds, 500 validation episodes per model and seed.
+    3840 training images per model (7680 until 2026-11-29; the evidence scale keeps 7680), three seeds, 500 validation episodes per model and seed.
     """
 
     batch_size: int = param(128, ge=2, help="batch size of NCA and of the episodes (paper: 256)", cut=True)

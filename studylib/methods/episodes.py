@@ -100,6 +100,7 @@ class LossOutput:
             the loss used (see the module docstring); 0 for cross-entropy.
         accuracy: fraction of contributing anchors whose soft-assignment class (sum of the softmax over
             neighbours per class; for PN the nearest prototype) is right; NaN when no anchor contributes.
+            With ``episode_loss(..., counts_only=True)`` loss and accuracy are NaN.
         anchors: number of anchors that contributed to the loss.
     """
 
@@ -209,7 +210,8 @@ def subsample_pairs(allowed: Tensor, same: Tensor, pos_fraction: float, neg_frac
 
 
 def _neighbourhood_loss(elems: Tensor, elem_ids: Tensor, allowed: Tensor, temperature: float,
-                        membership: Tensor | None, image_ids: Tensor, anchors: Tensor | None = None) -> LossOutput:
+                        membership: Tensor | None, image_ids: Tensor, anchors: Tensor | None = None,
+                        counts_only: bool = False) -> LossOutput:
     """Masked neighbourhood softmax (module docstring) with log-sum-exp, plus pair counts and accuracy.
 
     Args:
@@ -221,38 +223,44 @@ def _neighbourhood_loss(elems: Tensor, elem_ids: Tensor, allowed: Tensor, temper
         image_ids: ``[B]`` class ids of the images (for counting).
         anchors: ``[E]`` bool, the anchors by role (before subsampling); given, the loss is divided by their
             number (``reduction="batch"``), else by the anchors that contribute.
+        counts_only: the pair counts and anchors only, from the same masks; loss and accuracy are NaN (the
+            distances, log-sum-exps and the accuracy's ``[E, E] @ [E, E]`` class sums are skipped: 01's measured
+            Table 1 counts on batches of thousands of images).
 
     Counts and accuracy come back as 0-d tensors (no host read); :meth:`LossOutput.synced` converts them.
     """
-    centre = elems.mean(0, keepdim=True).detach()
-    c = elems - centre
-    logits = -squared_distances(c, c) / temperature
     same = elem_ids[:, None] == elem_ids[None, :]
     e = elems.shape[0]
     pos = allowed & same
     has_pos = pos.any(1)  # anchors that contribute
     row = has_pos[:, None]
-    # Rows without a positive get a harmless all-zero row (finite, no NaN gradient) and weight 0.
-    safe = torch.where(row, logits, torch.zeros_like(logits))
-    pos_m = pos | ~row
-    all_m = allowed | ~row
-    neg_inf = float("-inf")
-    lse_pos = torch.logsumexp(safe.masked_fill(~pos_m, neg_inf), dim=1)
-    lse_all = torch.logsumexp(safe.masked_fill(~all_m, neg_inf), dim=1)
-    per_anchor = (lse_all - lse_pos) * has_pos.to(logits.dtype)
     n_anchors = has_pos.sum()
-    divisor = n_anchors if anchors is None else anchors.sum()
-    loss = per_anchor.sum() / divisor.clamp_min(1).to(per_anchor.dtype)
+    if counts_only:
+        loss = accuracy = torch.full((), float("nan"), device=elems.device)
+    else:
+        centre = elems.mean(0, keepdim=True).detach()
+        c = elems - centre
+        logits = -squared_distances(c, c) / temperature
+        # Rows without a positive get a harmless all-zero row (finite, no NaN gradient) and weight 0.
+        safe = torch.where(row, logits, torch.zeros_like(logits))
+        pos_m = pos | ~row
+        all_m = allowed | ~row
+        neg_inf = float("-inf")
+        lse_pos = torch.logsumexp(safe.masked_fill(~pos_m, neg_inf), dim=1)
+        lse_all = torch.logsumexp(safe.masked_fill(~all_m, neg_inf), dim=1)
+        per_anchor = (lse_all - lse_pos) * has_pos.to(logits.dtype)
+        divisor = n_anchors if anchors is None else anchors.sum()
+        loss = per_anchor.sum() / divisor.clamp_min(1).to(per_anchor.dtype)
+        with torch.no_grad():
+            # Class columns indexed by the ids themselves (< E when the ids are dense or first-occurrence
+            # positions), so the number of classes is never read back from the device.
+            probs = torch.softmax(safe.masked_fill(~all_m, neg_inf), dim=1)
+            onehot = F.one_hot(elem_ids, max(e, 1)).to(probs.dtype)
+            correct = ((probs @ onehot).argmax(1) == elem_ids) & has_pos
+            accuracy = torch.where(n_anchors > 0, correct.sum() / n_anchors.clamp_min(1),
+                                   torch.full((), float("nan"), device=elems.device))
 
     with torch.no_grad():
-        # Class columns indexed by the ids themselves (< E when the ids are dense or first-occurrence
-        # positions), so the number of classes is never read back from the device.
-        probs = torch.softmax(safe.masked_fill(~all_m, neg_inf), dim=1)
-        onehot = F.one_hot(elem_ids, max(e, 1)).to(probs.dtype)
-        correct = ((probs @ onehot).argmax(1) == elem_ids) & has_pos
-        accuracy = torch.where(n_anchors > 0, correct.sum() / n_anchors.clamp_min(1),
-                               torch.full((), float("nan"), device=elems.device))
-
         used = allowed & row
         used = used | used.T
         if membership is not None:
@@ -292,7 +300,7 @@ def episode_loss(z: Tensor, labels: Tensor, support: Tensor | None = None, kind:
                  prototypes: bool | None = None, sq_split: bool | None = None, temperature: float = 1.0,
                  pos_fraction: float = 1.0, neg_fraction: float = 1.0,
                  generator: torch.Generator | None = None, reduction: str = "anchors",
-                 sync: bool = True) -> LossOutput:
+                 sync: bool = True, counts_only: bool = False) -> LossOutput:
     """Every distance loss of seed 000 and its ablations (module docstring has the table).
 
     Args:
@@ -312,6 +320,8 @@ def episode_loss(z: Tensor, labels: Tensor, support: Tensor | None = None, kind:
         sync: return the counts and accuracy as Python numbers. ``False`` keeps them 0-d tensors on ``z``'s
             device so that a training step never waits for the GPU (the loop reads its logs in blocks);
             without prototypes and without pair subsampling the loss then makes no host read at all.
+        counts_only: the pair counts (and anchors) only, from the masks the loss uses; loss and accuracy are NaN.
+            For callers that count pairs on large batches (01's measured Table 1 counts, up to 4096 images).
 
     Returns:
         :class:`LossOutput`.
@@ -369,7 +379,7 @@ def episode_loss(z: Tensor, labels: Tensor, support: Tensor | None = None, kind:
         if subsample and not proto:
             same = ids[:, None] == ids[None, :]
             allowed = subsample_pairs(allowed, same, pos_fraction, neg_fraction, generator)
-        out = _neighbourhood_loss(elems, elem_ids, allowed, temperature, membership, ids, roles)
+        out = _neighbourhood_loss(elems, elem_ids, allowed, temperature, membership, ids, roles, counts_only)
         return out.synced() if sync else out
 
 

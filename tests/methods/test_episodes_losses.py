@@ -161,6 +161,26 @@ def test_counted_pairs_equal_table1(w, n, m):
     assert lost == (out.positives - ep[0], out.negatives - ep[1])
 
 
+@pytest.mark.parametrize("proto, split", [(True, True), (False, True), (True, False), (False, False)])
+def test_counts_only_gives_the_full_losss_counts_and_leaves_its_loss_untouched(proto, split):
+    # 01's measured Table 1 counts skip the distances and the accuracy (E^3 on batches of thousands): the counts
+    # and anchors are those of the full computation; loss and accuracy are NaN there, not numbers
+    z, labels, support = episode(6, 3, 4, d=5, seed=11, dtype=torch.float32)
+    full = episode_loss(z, labels, support, "pn", prototypes=proto, sq_split=split)
+    counted = episode_loss(z, labels, support, "pn", prototypes=proto, sq_split=split, counts_only=True)
+    assert (counted.positives, counted.negatives, counted.anchors) == (full.positives, full.negatives, full.anchors)
+    assert math.isfinite(full.loss.item()) and 0.0 <= full.accuracy <= 1.0
+    assert math.isnan(counted.loss.item()) and math.isnan(counted.accuracy)
+    # and on 01's shapes, NCA included (no S/Q split, no prototypes), against Table 1's formulas
+    for w, n, m in ((20, 5, 15), (64, 1, 7)):
+        z, labels, support = episode(w, n, m, d=4, seed=w, dtype=torch.float32)
+        for kind in ("pn", "mn"):
+            out = episode_loss(z, labels, support, kind, counts_only=True)
+            assert (out.positives, out.negatives) == table1_pairs(w, n, m, "episodic")
+        out = episode_loss(z, labels, support, "nca", counts_only=True)
+        assert (out.positives, out.negatives) == table1_pairs(w, n, m, "nca")
+
+
 @pytest.mark.parametrize("w,n,m", SHAPES)
 def test_ablation_switches_change_counts_as_the_paper_says(w, n, m):
     z, labels, support = episode(w, n, m, d=2, seed=w + 7 * n + 13 * m, dtype=torch.float32)
