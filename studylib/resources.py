@@ -130,8 +130,8 @@ def network_cost(backbone: str, channels: int, size: int, options: dict[str, Any
     multiply-adds of every convolution (``out.numel() x in_channels / groups x kernel area``) and linear layer
     (``out.numel() x in_features``), bias excluded, as ``torch.utils.flop_counter.FlopCounterMode`` counts them
     (a test compares the two on every registered backbone); activations: the float32 outputs of every leaf
-    module. Hooks, not ``FlopCounterMode``: entering that mode imports ``torch._dynamo`` (2-3 s, most of a
-    pre-flight's time).
+    module. Hooks, not ``FlopCounterMode``: entering that mode imports ``torch._dynamo``, seconds of a pre-flight
+    that otherwise imports little beyond torch.
     """
     import torch
     from torch import nn
