@@ -239,6 +239,25 @@ def _tail(path: Path, n: int = 1500) -> str:
     return text[-n:]
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# the last line of a Python or IPython traceback: "OSError: [Errno 28] ...", "studylib.x.DiskFullError: ..."
+_RAISED = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?$", re.M)
+
+
+def failure_line(log_text: str) -> str:
+    """The line a reader needs from a failed step's log: the last exception a traceback names (ANSI colour
+    codes removed), else the last line that says "error", else the last non-empty line. A log's last 600
+    characters are mostly a traceback's source context: the step's one-line summary used to show a fragment of
+    that (stop 37's CI: "exit status 1: ep = step") instead of the error."""
+    text = _ANSI.sub("", log_text)
+    raised = _RAISED.findall(text)
+    if raised:
+        return raised[-1].strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if re.search(r"\berror\b", ln, re.I)]  # e.g. a refused command line
+    return (errors or lines or ["(the log is empty)"])[-1]
+
+
 def _wait(proc: subprocess.Popen, limit: float) -> tuple[int | None, Any]:
     """Wait for ``proc`` up to ``limit`` seconds: (exit status or None when killed, its resource usage, which
     counts the descendants it reaped, e.g. papermill's kernel). At the limit its process group is killed."""
@@ -281,7 +300,8 @@ def run_step(step: Step, work: Path, env: dict[str, str], deadline: float) -> St
     if rc is None:
         step.status, step.detail = "timeout", f"killed after {limit:.0f} s (its limit)"
     elif rc != 0:
-        step.status, step.detail = "fail", f"exit status {rc}: {_tail(log, 600)}"
+        step.status = "fail"
+        step.detail = f"exit status {rc}: {failure_line(_tail(log, 20000))[:400]}\nlog tail:\n{_tail(log, 600)}"
     else:
         step.status = "pass"
     if step.json_out and Path(step.json_out).exists():

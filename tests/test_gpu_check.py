@@ -84,6 +84,8 @@ def test_a_failing_step_exits_nonzero_and_still_writes_the_results(tmp_path):
     steps = {s["name"]: s for s in rep["steps"]}
     assert set(steps) == {"tests", "params"}
     assert steps["tests"]["status"] == "fail" and "exit status 4" in steps["tests"]["detail"]
+    # the summary's first line names what went wrong, not a fragment of the log's tail
+    assert steps["tests"]["detail"].splitlines()[0].endswith("unrecognized arguments: --no-such-option")
     assert steps["params"]["status"] == "pass"
     assert not rep["passed"] and "**FAIL**" in md and "| tests | fail |" in md
 
@@ -167,3 +169,21 @@ def test_the_cuda_plan_fits_eight_minutes_with_set_up(tmp_path):
     # the CPU plan runs the same steps (nothing exclusive there)
     cpu = gc.make_plan("cpu", True, tmp_path)
     assert [s.name for s in cpu] == gc.step_names(True) and not any(s.exclusive for s in cpu)
+
+
+def test_a_failed_steps_summary_names_the_exception_not_the_tracebacks_context():
+    """Stop 37's CI failed three steps with summaries "exit status 1: ep = step" and "^^^^": the last 600
+    characters of a log are a traceback's source context. The summary names the exception instead."""
+    gc = _module()
+    python = ('Traceback (most recent call last):\n  File "x.py", line 3, in <module>\n    saved_step = step\n'
+              '    ^^^^^^^^^^^^^^^^^\nOSError: [Errno 28] No space left on device: \'/c/run.pt\'\n')
+    assert gc.failure_line(python) == "OSError: [Errno 28] No space left on device: '/c/run.pt'"
+    # IPython (papermill) colours its traceback; a chained exception: the last one raised is the one to name
+    ipython = ("\x1b[0;31mRuntimeError\x1b[0m: first\n\nThe above exception was the direct cause\n"
+               "   \x1b[1;32m    460\x1b[0m saved_step \x1b[38;5;241m=\x1b[39m step\n"
+               "\x1b[0;31mstudylib.utils.DiskFullError\x1b[0m: [Errno 28] No space left\n")
+    assert gc.failure_line(ipython) == "studylib.utils.DiskFullError: [Errno 28] No space left"
+    refused = "ERROR: usage: pytest [options]\npytest: error: unrecognized arguments: --x\n  rootdir: /r\n\n"
+    assert gc.failure_line(refused) == "pytest: error: unrecognized arguments: --x"
+    assert gc.failure_line("step 1\nkilled\n") == "killed" and gc.failure_line("") == "(the log is empty)"
+    assert gc.failure_line("KeyboardInterrupt\n") == "KeyboardInterrupt"
