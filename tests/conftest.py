@@ -98,6 +98,34 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=rank)
 
 
+_CONTROLLER = False  # the xdist controller of a run with workers (set in pytest_configure)
+
+
+def pytest_configure(config):
+    global _CONTROLLER
+    _CONTROLLER = not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None))
+
+
+def _timeline(event: str, nodeid: str) -> None:
+    """``STUDYLIB_TEST_TIMELINE=FILE``: a line per test start and end (worker, event, wall clock, node id), so
+    ``benchmarks/suite_times.py --timeline FILE`` can show when each worker ran what and where it waited (JUnit
+    XML holds durations only)."""
+    path = os.environ.get("STUDYLIB_TEST_TIMELINE")
+    if path and not _CONTROLLER:  # xdist's controller replays its workers' hooks: the workers write
+        import time
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with open(path, "a") as f:  # one short write per line: O_APPEND keeps the workers' lines whole
+            f.write(f"{worker}\t{event}\t{time.time():.3f}\t{nodeid}\n")
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _timeline("start", nodeid)
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    _timeline("end", nodeid)
+
+
 def pytest_xdist_make_scheduler(config, log):
     """``./study test``'s two workers: a test file is one unit (its module fixtures are built once), so is a
     notebook's nbval cells (they share one kernel and must run in order on one worker), and each check-scale

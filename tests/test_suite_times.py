@@ -1,0 +1,46 @@
+"""benchmarks/suite_times.py's timeline: the units of tests/conftest.py's scheduler, per worker, in the order run."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("suite_times", REPO / "benchmarks" / "suite_times.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_timeline_groups_a_workers_tests_into_its_units_with_their_start_and_end(tmp_path):
+    st = _module()
+    rows = [("gw0", "start", 100.0, "notebooks/00_quickstart.ipynb::Cell 0"),
+            ("gw0", "end", 101.0, "notebooks/00_quickstart.ipynb::Cell 0"),
+            ("gw1", "start", 100.5, "tests/test_check_scale.py::test_check_scale_runs[01_episodes_pairs]"),
+            ("gw0", "start", 101.5, "notebooks/00_quickstart.ipynb::Cell 1"),
+            ("gw0", "end", 130.0, "notebooks/00_quickstart.ipynb::Cell 1"),
+            ("gw1", "end", 120.0, "tests/test_check_scale.py::test_check_scale_runs[01_episodes_pairs]"),
+            ("gw1", "start", 120.0, "tests/test_cli.py::test_a"), ("gw1", "end", 125.0, "tests/test_cli.py::test_a"),
+            ("gw1", "start", 125.0, "tests/test_cli.py::test_b"), ("gw1", "end", 126.0, "tests/test_cli.py::test_b")]
+    path = tmp_path / "timeline.tsv"
+    path.write_text("".join(f"{w}\t{e}\t{t:.3f}\t{n}\n" for w, e, t, n in rows) + "a torn line\n")
+    assert st.timeline(path) == {"gw0": [("notebooks/00_quickstart.ipynb", 0.0, 30.0)],
+                                 "gw1": [("check 01_episodes_pairs", 0.5, 20.0), ("tests/test_cli.py", 20.0, 26.0)]}
+
+
+def test_the_conftest_hook_writes_a_start_and_an_end_line_per_test(tmp_path):
+    path = tmp_path / "timeline.tsv"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
+                           "tests/test_suite_times.py::test_timeline_groups_a_workers_tests_into_its_units_with_"
+                           "their_start_and_end"], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "STUDYLIB_TEST_TIMELINE": str(path)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [ln.split("\t") for ln in path.read_text().splitlines()]
+    assert [(w, e) for w, e, _, _ in lines] == [("main", "start"), ("main", "end")]
+    assert float(lines[1][2]) >= float(lines[0][2]) and lines[0][3].endswith("their_start_and_end")
