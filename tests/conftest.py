@@ -98,32 +98,33 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=rank)
 
 
-_CONTROLLER = False  # the xdist controller of a run with workers (set in pytest_configure)
+class _Timeline:
+    """``STUDYLIB_TEST_TIMELINE=FILE``: a line per test start and end (worker, event, wall clock, node id), so
+    ``benchmarks/suite_times.py --timeline FILE`` can show when each worker ran what and where it waited (JUnit
+    XML holds durations only). A plugin, not conftest hooks: those would see only the items under tests/, not the
+    notebooks' nbval cells."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+
+    def _write(self, event: str, nodeid: str) -> None:
+        import time
+        with open(self.path, "a") as f:  # one short write per line: O_APPEND keeps the workers' lines whole
+            f.write(f"{self.worker}\t{event}\t{time.time():.3f}\t{nodeid}\n")
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        self._write("start", nodeid)
+
+    def pytest_runtest_logfinish(self, nodeid, location):
+        self._write("end", nodeid)
 
 
 def pytest_configure(config):
-    global _CONTROLLER
-    _CONTROLLER = not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None))
-
-
-def _timeline(event: str, nodeid: str) -> None:
-    """``STUDYLIB_TEST_TIMELINE=FILE``: a line per test start and end (worker, event, wall clock, node id), so
-    ``benchmarks/suite_times.py --timeline FILE`` can show when each worker ran what and where it waited (JUnit
-    XML holds durations only)."""
     path = os.environ.get("STUDYLIB_TEST_TIMELINE")
-    if path and not _CONTROLLER:  # xdist's controller replays its workers' hooks: the workers write
-        import time
-        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-        with open(path, "a") as f:  # one short write per line: O_APPEND keeps the workers' lines whole
-            f.write(f"{worker}\t{event}\t{time.time():.3f}\t{nodeid}\n")
-
-
-def pytest_runtest_logstart(nodeid, location):
-    _timeline("start", nodeid)
-
-
-def pytest_runtest_logfinish(nodeid, location):
-    _timeline("end", nodeid)
+    controller = not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None))
+    if path and not controller:  # xdist's controller replays its workers' hooks: the workers write
+        config.pluginmanager.register(_Timeline(path), "studylib-timeline")
 
 
 def pytest_xdist_make_scheduler(config, log):

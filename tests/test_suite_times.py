@@ -34,13 +34,21 @@ def test_timeline_groups_a_workers_tests_into_its_units_with_their_start_and_end
                                  "gw1": [("check 01_episodes_pairs", 0.5, 20.0), ("tests/test_cli.py", 20.0, 26.0)]}
 
 
-def test_the_conftest_hook_writes_a_start_and_an_end_line_per_test(tmp_path):
+def test_the_timeline_plugin_writes_a_start_and_an_end_line_per_test_notebook_cells_included(tmp_path):
+    """A notebook's nbval cells are outside tests/: the plugin must see them too (conftest hooks would not)."""
+    nb = tmp_path / "nb.ipynb"
+    nb.write_text('{"cells": [{"cell_type": "code", "execution_count": 1, "metadata": {}, "outputs": [], '
+                  '"source": ["x = 1"]}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
     path = tmp_path / "timeline.tsv"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
-                           "tests/test_suite_times.py::test_timeline_groups_a_workers_tests_into_its_units_with_"
-                           "their_start_and_end"], cwd=REPO, capture_output=True, text=True,
+    test = ("tests/test_suite_times.py::test_timeline_groups_a_workers_tests_into_its_units_with_their_start_"
+            "and_end")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", "--nbval-lax",
+                           test, str(nb)], cwd=REPO, capture_output=True, text=True,
                           env={**os.environ, "STUDYLIB_TEST_TIMELINE": str(path)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = [ln.split("\t") for ln in path.read_text().splitlines()]
-    assert [(w, e) for w, e, _, _ in lines] == [("main", "start"), ("main", "end")]
-    assert float(lines[1][2]) >= float(lines[0][2]) and lines[0][3].endswith("their_start_and_end")
+    assert [(w, e) for w, e, _, _ in lines] == [("main", "start"), ("main", "end")] * 2
+    assert float(lines[1][2]) >= float(lines[0][2])
+    assert lines[0][3] == lines[1][3] and lines[2][3] == lines[3][3]  # a start and an end per test
+    ids = {lines[0][3], lines[2][3]}
+    assert test in ids and any(i.endswith("::Cell 0") for i in ids - {test})
