@@ -104,9 +104,8 @@ class _Timeline:
     XML holds durations only). A plugin, not conftest hooks: those would see only the items under tests/, not the
     notebooks' nbval cells."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    def __init__(self, path: str, worker: str) -> None:
+        self.path, self.worker = path, worker
 
     def _write(self, event: str, nodeid: str) -> None:
         import time
@@ -124,7 +123,9 @@ def pytest_configure(config):
     path = os.environ.get("STUDYLIB_TEST_TIMELINE")
     controller = not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None))
     if path and not controller:  # xdist's controller replays its workers' hooks: the workers write
-        config.pluginmanager.register(_Timeline(path), "studylib-timeline")
+        # the worker's id from xdist itself: PYTEST_XDIST_WORKER is inherited by a pytest that a test starts
+        worker = getattr(config, "workerinput", {}).get("workerid", "main")
+        config.pluginmanager.register(_Timeline(path, worker), "studylib-timeline")
 
 
 def pytest_xdist_make_scheduler(config, log):
