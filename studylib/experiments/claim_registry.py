@@ -420,7 +420,7 @@ WHY_NOT_REPRODUCED: dict[tuple[str, str], str] = {
         "5-shot MN episodes lie above the subsampled-NCA curve, not on it, after the short training; " + _SHORT
         + " (and the margin of 'very close' is the study's own)",
     ("09_spe_synthetic", "sec3.1-accuracy-near-bayes"):
-        "the 2-d SPE trained for the smoke scale's 400 episodes stays a few points below the analytic "
+        "the 2-d SPE trained for the evidence scale's 400 episodes stays a few points below the analytic "
         "Bayes-optimal accuracy, outside the study's margin, where the paper's model trained to convergence comes "
         "within about a point: the scale",
     ("09_spe_synthetic", "fig3-hue-noise-raises-colour-variance"):

@@ -86,7 +86,8 @@ class Params(DataParams):
     epochs: int = param(1, ge=1, help="training epochs", cut=True)
     patience: int | None = param(None, ge=1, help="early stopping: validations without a new best val_acc "
                                                   "before training stops (App. A; None: fixed length)", cut=True)
-    batches_per_epoch: int = param(400, ge=1, help="training episodes per epoch", cut=True)
+    batches_per_epoch: int = param(200, ge=1, help="training episodes per epoch (smoke: 200, cut from 400 for the "
+                                                   "suite's time; evidence.yaml keeps 400)", cut=True)
     optimizer: str = param("adam", choices=OPTIMIZERS)
     lr: float = param(1e-3, gt=0, help="App. A.2: 1e-4 (smoke: 10x for a short run)")
     weight_decay: float = param(0.0, ge=0)
