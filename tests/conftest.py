@@ -119,7 +119,32 @@ class _Timeline:
         self._write("end", nodeid)
 
 
+# Free disk space a whole run needs (its shared cache and pytest's temporary folders): `./study test` from a fresh
+# clone peaked at 2.5 GB (2026-11-29; `df` every 10 s), the cache 2.3 GB of it. Stop 37's CI failed three
+# training steps when the disk filled; this says so before any test runs. STUDYLIB_TEST_MIN_FREE_GB overrides it.
+FULL_RUN_FREE_GB = 3.0
+
+
+def free_space_problem(folders: list[str], need_gb: float) -> str | None:
+    """A one-paragraph refusal when a folder's file system has less than ``need_gb`` GB free, else None."""
+    for folder in dict.fromkeys(folders):
+        free = shutil.disk_usage(folder).free / 1e9
+        if free < need_gb:
+            return (f"{folder} has {free:.1f} GB free; the suite needs about {need_gb:.1f} GB there (its run cache and "
+                    f"temporary folders: 2.5 GB measured from a fresh clone). Free some space, or point "
+                    f"STUDYLIB_CACHE and TMPDIR at a disk with room (STUDYLIB_TEST_MIN_FREE_GB=0 skips this check).")
+    return None
+
+
 def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # the controller, once, before xdist starts its workers
+        full = any(Path(a.split("::")[0]).resolve() == REPO / "notebooks" for a in config.args)
+        need = float(os.environ.get("STUDYLIB_TEST_MIN_FREE_GB", FULL_RUN_FREE_GB if full else 0.5))
+        problem = free_space_problem([os.environ["STUDYLIB_CACHE"], tempfile.gettempdir()], need)
+        if problem:
+            if _OWN_CACHE:  # pytest_unconfigure does not run after a refusal here
+                shutil.rmtree(os.environ["STUDYLIB_CACHE"], ignore_errors=True)
+            raise pytest.UsageError(problem)
     path = os.environ.get("STUDYLIB_TEST_TIMELINE")
     controller = not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None))
     if path and not controller:  # xdist's controller replays its workers' hooks: the workers write

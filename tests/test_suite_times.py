@@ -1,4 +1,5 @@
-"""benchmarks/suite_times.py's timeline: the units of tests/conftest.py's scheduler, per worker, in the order run."""
+"""The suite's own tools: benchmarks/suite_times.py's timeline (the units of tests/conftest.py's scheduler, per worker,
+in the order run) and conftest's refusal of a run without the disk space it needs."""
 
 from __future__ import annotations
 
@@ -52,3 +53,19 @@ def test_the_timeline_plugin_writes_a_start_and_an_end_line_per_test_notebook_ce
     assert lines[0][3] == lines[1][3] and lines[2][3] == lines[3][3]  # a start and an end per test
     ids = {lines[0][3], lines[2][3]}
     assert test in ids and any(i.endswith("::Cell 0") for i in ids - {test})
+
+
+def test_a_run_without_the_disk_space_it_needs_is_refused_before_any_test(tmp_path):
+    """Stop 37's CI: a full disk failed three training steps with tracebacks. Now pytest refuses at once."""
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
+                           "tests/test_suite_times.py::test_timeline_groups_a_workers_tests_into_its_units_with_"
+                           "their_start_and_end"], cwd=REPO, capture_output=True, text=True,
+                          env={**{k: v for k, v in os.environ.items() if k != "STUDYLIB_CACHE"},  # its own
+                               "STUDYLIB_TEST_MIN_FREE_GB": "1e9"})  # a petabyte
+    assert proc.returncode == 4, proc.stdout + proc.stderr  # pytest's usage error: nothing ran
+    assert "GB free; the suite needs about 1000000000.0 GB there" in proc.stderr
+    assert "STUDYLIB_CACHE and TMPDIR" in proc.stderr and "passed" not in proc.stdout
+    cache = proc.stderr.split("ERROR: ", 1)[1].split(" has ", 1)[0]
+    assert "studylib-test-cache-" in cache and not Path(cache).exists()  # the session's own cache is removed
+    import conftest
+    assert conftest.free_space_problem([str(tmp_path)], 0.0) is None
