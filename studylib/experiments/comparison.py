@@ -82,8 +82,7 @@ class Params(ct.ContractParams):
     one thread).
     """
 
-    epochs: int = param(1, ge=1, help="training epochs of every run (smoke: 1, cut from 2 for the suite's time; "
-                                      "evidence.yaml keeps 2)", cut=True)
+    epochs: int = param(2, ge=1, help="training epochs of every run", cut=True)
     conv4_hidden: int = param(16, ge=1, help="conv4 only: filters per block (64 in Snell et al.; fewer is faster)")
     eval_episodes: int = param(500, ge=1, help="evaluation episodes per model (paper: 10,000)", cut=True)
     eval_split: str = param("test", choices=("val", "test"), help="split the tables are measured on (paper: test)")
