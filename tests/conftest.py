@@ -128,7 +128,8 @@ FULL_RUN_FREE_GB = 3.0
 def free_space_problem(folders: list[str], need_gb: float) -> str | None:
     """A one-paragraph refusal when a folder's file system has less than ``need_gb`` GB free, else None."""
     for folder in dict.fromkeys(folders):
-        free = shutil.disk_usage(folder).free / 1e9
+        existing = next(p for p in (Path(folder).absolute(), *Path(folder).absolute().parents) if p.exists())
+        free = shutil.disk_usage(existing).free / 1e9  # a cache folder named but not made yet: its parent's disk
         if free < need_gb:
             return (f"{folder} has {free:.1f} GB free; the suite needs about {need_gb:.1f} GB there (its run cache and "
                     f"temporary folders: 2.5 GB measured from a fresh clone). Free some space, or point "

@@ -69,3 +69,6 @@ def test_a_run_without_the_disk_space_it_needs_is_refused_before_any_test(tmp_pa
     assert "studylib-test-cache-" in cache and not Path(cache).exists()  # the session's own cache is removed
     import conftest
     assert conftest.free_space_problem([str(tmp_path)], 0.0) is None
+    # a cache folder that does not exist yet (./study gpu-check names one for its inner pytest): its disk is asked
+    assert conftest.free_space_problem([str(tmp_path / "not" / "made")], 0.0) is None
+    assert "not/made has" in conftest.free_space_problem([str(tmp_path / "not" / "made")], 1e9)
