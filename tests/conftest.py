@@ -140,8 +140,16 @@ def free_space_problem(folders: list[str], need_gb: float) -> str | None:
 def pytest_configure(config):
     if not hasattr(config, "workerinput"):  # the controller, once, before xdist starts its workers
         full = any(Path(a.split("::")[0]).resolve() == REPO / "notebooks" for a in config.args)
-        need = float(os.environ.get("STUDYLIB_TEST_MIN_FREE_GB", FULL_RUN_FREE_GB if full else 0.5))
-        problem = free_space_problem([os.environ["STUDYLIB_CACHE"], tempfile.gettempdir()], need)
+        raw = os.environ.get("STUDYLIB_TEST_MIN_FREE_GB", str(FULL_RUN_FREE_GB if full else 0.5))
+        try:
+            need = float(raw)
+        except ValueError:
+            need = float("nan")
+        if not need >= 0:  # NaN included
+            problem = (f"STUDYLIB_TEST_MIN_FREE_GB={raw!r}: give the free disk space the suite needs in GB, e.g. 3 "
+                       f"(0 skips the check)")
+        else:
+            problem = free_space_problem([os.environ["STUDYLIB_CACHE"], tempfile.gettempdir()], need)
         if problem:
             if _OWN_CACHE:  # pytest_unconfigure does not run after a refusal here
                 shutil.rmtree(os.environ["STUDYLIB_CACHE"], ignore_errors=True)

@@ -67,6 +67,11 @@ def test_a_run_without_the_disk_space_it_needs_is_refused_before_any_test(tmp_pa
     assert "STUDYLIB_CACHE and TMPDIR" in proc.stderr and "passed" not in proc.stdout
     cache = proc.stderr.split("ERROR: ", 1)[1].split(" has ", 1)[0]
     assert "studylib-test-cache-" in cache and not Path(cache).exists()  # the session's own cache is removed
+    for bad in ("3GB", "-1", "nan"):  # a bound that is not a number of GB >= 0 is refused, naming the variable
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", "--co",
+                               "tests/test_suite_times.py"], cwd=REPO, capture_output=True, text=True,
+                              env={**os.environ, "STUDYLIB_TEST_MIN_FREE_GB": bad})
+        assert proc.returncode == 4 and f"STUDYLIB_TEST_MIN_FREE_GB='{bad}': give the free disk" in proc.stderr
     import conftest
     assert conftest.free_space_problem([str(tmp_path)], 0.0) is None
     # a cache folder that does not exist yet (./study gpu-check names one for its inner pytest): its disk is asked
