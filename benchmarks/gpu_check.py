@@ -300,8 +300,9 @@ def run_step(step: Step, work: Path, env: dict[str, str], deadline: float) -> St
     if rc is None:
         step.status, step.detail = "timeout", f"killed after {limit:.0f} s (its limit)"
     elif rc != 0:
+        text = _tail(log, 20000)  # read once: the error line is searched in it, the last 600 characters shown
         step.status = "fail"
-        step.detail = f"exit status {rc}: {failure_line(_tail(log, 20000))[:400]}\nlog tail:\n{_tail(log, 600)}"
+        step.detail = f"exit status {rc}: {failure_line(text)[:400]}\nlog tail:\n{text[-600:]}"
     else:
         step.status = "pass"
     if step.json_out and Path(step.json_out).exists():
