@@ -28,7 +28,7 @@ def worker(args: argparse.Namespace) -> None:
     """Inside torchrun (or alone): train ``short`` then ``long`` steps, print seconds per step from rank 0."""
     import torch
     from studylib.data import load_dataset
-    from studylib.experiments.runner import RunSpec, DataSpec, build_parts
+    from studylib.runs.runner import RunSpec, DataSpec, build_parts
     from studylib.training import distributed as D
     from studylib.training.loop import TrainConfig, train
     from studylib.training.runstore import RunStore

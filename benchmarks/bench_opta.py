@@ -1,7 +1,7 @@
 """Benchmark: batched OpTA + logistic regression vs a per-episode POT + scikit-learn baseline, and DyCE's cost.
 
 Part 1 (seed 001, Sec. 4.2): 5-way 1-shot 15-query episodes drawn from cached random class-structured
-features (D = 512). The batched path is :func:`studylib.methods.opta.opta_classifier` on all episodes at
+features (D = 512). The batched path is :func:`studylib.evaluation.opta.opta_classifier` on all episodes at
 once; the baseline does what the authors' evaluation does, one episode at a time on the CPU:
 ``ot.sinkhorn(..., method="sinkhorn_log")`` per OpTA pass, then ``sklearn LogisticRegression(C=1)`` on the
 transported prototypes. Both run in the same process, on the same episodes; the baseline may run on fewer
@@ -26,8 +26,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from studylib.evaluation.opta import opta_classifier, standardize
 from studylib.methods.dyce import DyCE
-from studylib.methods.opta import opta_classifier, standardize
 from studylib.utils import default_cache_dir
 
 

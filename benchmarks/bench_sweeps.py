@@ -30,7 +30,7 @@ def worker(params: str, threads: int) -> None:
     import studylib.experiments.batch_size_sweep as ex
     from studylib.config import read_param_file, validate
     from studylib.experiments import episodes_common as ec
-    from studylib.experiments import sweeps
+    from studylib.runs import sweeps
 
     torch.set_num_threads(threads)
     p = validate(ex.Params, read_param_file(params), where="bench")

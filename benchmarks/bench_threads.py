@@ -22,7 +22,7 @@ import tempfile
 CHILD = """
 import json, sys, time, torch
 from studylib.experiments import quickstart as qs
-from studylib.experiments.runner import run_spec
+from studylib.runs.runner import run_spec
 from studylib.training.runstore import RunStore
 p = qs.Params(seeds=[0], max_steps=int(sys.argv[2]), val_episodes=0, eval_episodes=10, device="cpu")
 spec = qs.spec_from_params(p, 0)

@@ -60,7 +60,7 @@ import torch
 from torch import nn
 
 from studylib.data.base import FewShotDataset, ImageSplit
-from studylib.experiments.runner import DataSpec, EvalSpec, RunSpec, build_parts
+from studylib.runs.runner import DataSpec, EvalSpec, RunSpec, build_parts
 from studylib.training.loop import TrainConfig, build_optimizer, build_sampler, epoch_to_device, train
 from studylib.training.runstore import RunStore
 from studylib.utils import get_device

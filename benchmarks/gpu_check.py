@@ -145,8 +145,8 @@ def notebook_names(root: Path = REPO) -> list[str]:
 
 
 def schema_of(notebook: str) -> type:
-    import importlib
-    return importlib.import_module(f"studylib.experiments.{notebook.split('_', 1)[1]}").Params
+    from studylib.paths import experiment_module
+    return experiment_module(notebook).Params
 
 
 def notebook_overrides(notebook: str, device: str, tiny: bool) -> tuple[dict[str, Any], str]:
@@ -407,6 +407,23 @@ def unit(key: str) -> str:
     return "fraction" if key.endswith(("agreement", "accuracy")) else ""
 
 
+def _write_atomic(path: Path, text: str) -> None:
+    """``text`` to ``path`` through a temporary file in the same folder, fsynced, then renamed over it (the
+    results under benchmarks/results/ are tracked: an interrupt leaves the old file whole, never half of one).
+    No studylib import, so the check starts without torch."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def render_md(report: dict[str, Any]) -> str:
     env = report["environment"]
     lines = [f"# GPU check: {env.get('gpu') or 'CPU'}, {env['date']}", "",
@@ -521,8 +538,8 @@ def run_check(args: argparse.Namespace) -> int:
     report = {"command": " ".join(["./study gpu-check", *args.argv]), "mode": mode, "passed": passed,
               "wall_s": round(time.monotonic() - t_start + setup_s, 1), "setup_s": round(setup_s, 1), "budget_s": budget, "environment": env_info,
               "steps": [asdict(s) for s in steps], "figures": figures, "targets": targets}
-    (out / f"{stem}.json").write_text(json.dumps(report, indent=1) + "\n")
-    (out / f"{stem}.md").write_text(render_md(report))
+    _write_atomic(out / f"{stem}.json", json.dumps(report, indent=1) + "\n")
+    _write_atomic(out / f"{stem}.md", render_md(report))
     if figures:
         print("figures (measured in this run):")
         for k, v in figures.items():

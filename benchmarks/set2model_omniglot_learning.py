@@ -54,8 +54,9 @@ from studylib.data.readers import load_omniglot
 from studylib.data.samplers import Batch
 from studylib.evaluation import evaluate
 from studylib.evaluation.classifiers import nearest_centroid
+from studylib.evaluation.likelihood import likelihood_classifier
 from studylib.methods.episodes import DistanceMethod
-from studylib.methods.set2model import Set2ModelMethod, likelihood_classifier
+from studylib.methods.set2model import Set2ModelMethod
 from studylib.models.backbones import Conv4
 
 ZIP = Path(os.environ.get("STUDYLIB_OMNIGLOT_ZIP",
@@ -158,7 +159,7 @@ def select_floor(floors: list[float], seeds: list[int], save: bool, notebook: st
     """
     from studylib.config import load_params
     from studylib.experiments import set2model as mod11, set2model_omniglot as mod12
-    from studylib.experiments.runner import run_spec
+    from studylib.runs.runner import run_spec
     from studylib.provenance import git_commit
     commit = git_commit()  # the code this process runs (taken before any work: a later commit is not this code)
     mod = mod12 if notebook == "12" else mod11

@@ -7,7 +7,7 @@ gives the same one. Two torch thread counts round differently, as two CPUs do, s
     STUDYLIB_THREADS=2 STUDYLIB_CACHE=/tmp/c2 ./study run [--scale evidence]   # the same, another empty cache
     .venv/bin/python benchmarks/verdict_stability.py /tmp/c1 /tmp/c2 [--scale evidence] --json OUT.json
 
-Each cache's page of claims is judged exactly as ``figures/claims.md`` is (``studylib.experiments.claims_page``:
+Each cache's page of claims is judged exactly as ``figures/claims.md`` is (``studylib.claims.page``:
 each saved table judged by its notebook's own rule, families per notebook), in a subprocess of its own so that
 nothing of the first cache leaks into the second. Prints the verdict counts of both pages, every claim whose
 verdict differs (with both measurements, p and adjusted p), the decisive verdicts that differ (one page decisive,
@@ -26,14 +26,14 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from studylib.experiments.claims_page import DECISIVE  # the page's decisive verdicts, one definition
+from studylib.claims.page import DECISIVE  # the page's decisive verdicts, one definition
 
 REPO = Path(__file__).resolve().parent.parent
 
 _DUMP = """
 import json, sys
 from pathlib import Path
-from studylib.experiments import claims, claims_page
+from studylib.claims import page as claims_page, store as claims
 claims.committed_claims_path = lambda nb, name: Path("/nonexistent") / nb / name  # this cache's runs only
 claims_page.stability = lambda column: None  # each page's own verdicts, not those of a committed comparison
 _, judged, _ = claims_page.page_rows()
@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"verdicts that differ: {len(res['differ'])}, decisive vs inconclusive: {res['decisive_differ']}, "
           f"direction flips: {res['flips']}")
     if a.json:
-        a.json.write_text(json.dumps(res, indent=1) + "\n")
+        from studylib.utils import atomic_write_text
+        atomic_write_text(a.json, json.dumps(res, indent=1) + "\n")  # tracked under benchmarks/results/
     return 1 if res["flips"] or res["decisive_differ"] > a.allow else 0
 
 

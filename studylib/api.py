@@ -20,7 +20,7 @@
   for a run evaluated before that file existed, they are computed from the run's data set again (registered
   data sets are found from the configuration; for your own data pass ``data=``). Its ``preprocessing`` record
   says how the training images were decoded (mode, channels, inversion, size, normalisation:
-  :func:`studylib.experiments.runner.preprocessing`); image files are decoded exactly so, e.g. inverted for an
+  :func:`studylib.runs.runner.preprocessing`); image files are decoded exactly so, e.g. inverted for an
   Omniglot run (the reader stores white ink on black). A run stored before that record existed decodes files
   in the mode its channels imply, uninverted, and says so in a warning.
 * :meth:`EmbeddingModel.embed` takes a folder (every image file in it, sorted by name, recursively), a list of
@@ -36,6 +36,7 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import warnings
 from dataclasses import dataclass
@@ -92,15 +93,26 @@ class EmbeddingModel:
         return f"EmbeddingModel({what}, {self.channels}x{self.size}x{self.size}, {self.path or 'weights'})"
 
     # ------------------------------------------------------------------------------------------------ images
-    def images(self, images: Any) -> torch.Tensor:
-        """``images`` (folder, files, or tensor) as ``[N, C, size, size]`` uint8 in the model's channels."""
+    def images(self, images: Any, what: str = "images") -> torch.Tensor:
+        """``images`` (folder, files, or tensor) as ``[N, C, size, size]`` uint8 in the model's channels.
+
+        ``what`` names the argument in messages (``support``, ``query``). No image at all (an empty list or folder, a
+        tensor of 0 images or of 0 pixels) and a folder among listed files are ValueErrors naming the argument and the
+        fix; a file too large to be an image, or declaring too many pixels, is refused before it is read whole or
+        decoded (:data:`studylib.data.readers.common.MAX_IMAGE_BYTES`, ``MAX_IMAGE_PIXELS``).
+        """
         from studylib.data.readers import IMAGE_EXTENSIONS, decode_images, resize_images
         if isinstance(images, torch.Tensor):
             x = images
             if x.dim() == 3:
                 x = x[None]
             if x.dim() != 4:
-                raise ValueError(f"images must be [N, C, H, W] (or one [C, H, W]), got {tuple(images.shape)}")
+                raise ValueError(f"{what} must be [N, C, H, W] (or one [C, H, W]), got {tuple(images.shape)}")
+            if x.shape[0] == 0:
+                raise ValueError(f"{what}: the tensor {tuple(images.shape)} holds no image; pass at least one")
+            if x.shape[-1] == 0 or x.shape[-2] == 0:
+                raise ValueError(f"{what}: the images of {tuple(images.shape)} have no pixels (height and width must "
+                                 f"be at least 1); pass [N, C, H, W] images")
             if x.is_floating_point():
                 bad = int((~torch.isfinite(x)).sum())
                 if bad:
@@ -129,10 +141,18 @@ class EmbeddingModel:
                 files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")
                                and p.suffix.lower() in IMAGE_EXTENSIONS)
                 if not files:
-                    raise ValueError(f"{folder.resolve()} holds no image files (extensions "
-                                     f"{sorted(IMAGE_EXTENSIONS)})")
+                    raise ValueError(f"{what}: {folder.resolve()} holds no image files (extensions "
+                                     f"{sorted(IMAGE_EXTENSIONS)}); point at the folder that holds the images")
         else:
             files = [Path(p) for p in images]
+        if not files:
+            raise ValueError(f"{what}: an empty list holds no image; pass at least one image file, a folder of images, "
+                             f"or a [N, C, H, W] tensor")
+        folders = [str(p) for p in files if p.is_dir()]
+        if folders:
+            raise ValueError(f"{what}: {', '.join(folders[:3])} {'is a folder' if len(folders) == 1 else 'are folders'}"
+                             f", not an image file: list the image files, or pass a folder on its own "
+                             f"(embed({folders[0]!r}) reads every image under it)")
         missing = [str(p) for p in files if not p.is_file()]
         if missing:
             raise FileNotFoundError(f"no such image file: {', '.join(missing[:3])}")
@@ -146,9 +166,10 @@ class EmbeddingModel:
                       and p.suffix.lower() in IMAGE_EXTENSIONS)
 
     # ---------------------------------------------------------------------------------------------- features
-    def _features(self, images: Any, fn: Callable[[torch.Tensor], torch.Tensor], batch_size: int) -> torch.Tensor:
+    def _features(self, images: Any, fn: Callable[[torch.Tensor], torch.Tensor], batch_size: int,
+                  what: str = "images") -> torch.Tensor:
         from studylib.evaluation import extract_features
-        x = self.images(images)
+        x = self.images(images, what)
         return extract_features(fn, x, self.transform, batch_size=batch_size, device=self.device,
                                 progress=False).cpu()
 
@@ -183,12 +204,13 @@ class EmbeddingModel:
         if classifier == "spe":
             if not hasattr(self.method, "gaussian_features"):
                 raise ValueError(f"classifier 'spe' needs an SPE model; this one is {type(self.method).__name__}")
-            s = self._features(support, self.method.gaussian_features, batch_size)
-            q = self._features(query, self.method.gaussian_features, batch_size)
+            s = self._features(support, self.method.gaussian_features, batch_size, "support")
+            q = self._features(query, self.method.gaussian_features, batch_size, "query")
             fn = self.method.classifier()
         else:
             _, fn = get_classifier(classifier)
-            s, q = self.embed(support, batch_size), self.embed(query, batch_size)
+            s = self._features(support, self.method.features, batch_size, "support")  # = embed, named in messages
+            q = self._features(query, self.method.features, batch_size, "query")
             if cl2n:
                 s, q = self.cl2n(s), self.cl2n(q)
         if s.shape[0] != len(labels):
@@ -332,15 +354,21 @@ def _find_run(run: Any, store: Any, seed: int | None = None, method: str | None 
         raise FileNotFoundError(f"{path} is a file, not a run: pass its run folder (the folder holding config.json and "
                                 f"weights.pt), a run name from ./study results, or use api.load_weights(file, spec)")
     root = _store_root(store)
-    if (root / str(run)).is_dir():
-        return root / str(run)
-    readable = _readable(str(run))
-    prefix = readable["notebook"] if readable else str(run)
+    name = str(run)
+    if not name.strip() or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+        # a path that names no folder here: never looked up in the store (no name there holds a separator)
+        raise FileNotFoundError(f"no run folder {name!r}: pass a run folder that exists, or a run name or prefix "
+                                f"from ./study results (names hold no '/')")
+    if (root / name).is_dir():
+        return root / name
+    readable = _readable(name)
+    prefix = readable["notebook"] if readable else name
     if readable:
         seed = readable["seed"] if seed is None else seed
         method = readable["method"] if method is None else method
         data = readable["data"] if data is None else data
-    matches = sorted(p for p in root.glob(f"{prefix}*") if p.is_dir() and not p.name.startswith(".")) \
+    # the text is a prefix, never a pattern: '*', '?', '[' and '**' match themselves
+    matches = sorted(p for p in root.glob(f"{glob.escape(prefix)}*") if p.is_dir() and not p.name.startswith(".")) \
         if root.is_dir() else []
     named = list(matches)
     if seed is not None:
@@ -368,7 +396,7 @@ def _find_run(run: Any, store: Any, seed: int | None = None, method: str | None 
 
 def spec_from_config(config: dict[str, Any], name: str = "run") -> Any:
     """The :class:`RunSpec` a training run's ``config.json`` describes (its evaluation protocol is the default)."""
-    from studylib.experiments.runner import DataSpec, RunSpec
+    from studylib.runs.runner import DataSpec, RunSpec
     from studylib.training.loop import TrainConfig
     data = config.get("data") or {}
     if "content_sha256" in data:
@@ -384,7 +412,7 @@ def spec_from_config(config: dict[str, Any], name: str = "run") -> Any:
 
 def _stats_from_data(spec: Any, data: FewShotDataset | None) -> tuple[dict[str, Any], torch.Tensor | None, bool]:
     """``(stats, None, False)`` from the run's data set (for runs without ``inference.json``)."""
-    from studylib.experiments.runner import data_stats
+    from studylib.runs.runner import data_stats
     if data is None:
         if spec.data.name in ("memory", "folder"):
             raise ValueError("this run was trained on your own data and has no inference.json (it was evaluated "
@@ -396,12 +424,12 @@ def _stats_from_data(spec: Any, data: FewShotDataset | None) -> tuple[dict[str, 
 def _model(spec: Any, weights: dict[str, torch.Tensor], stats: dict[str, Any], cl2n_mean: torch.Tensor | None,
            path: Path | None, device: str | torch.device, compute_mean_from: FewShotDataset | None,
            preprocessing: dict[str, Any] | None = None) -> EmbeddingModel:
-    from studylib.experiments.runner import build_parts_from
+    from studylib.runs.runner import build_parts_from
     method, transform = build_parts_from(spec, stats)
     method.load_state_dict(weights)
     model = EmbeddingModel(method, transform, stats, cl2n_mean, spec, path, device, preprocessing)
     if cl2n_mean is None and compute_mean_from is not None:
-        from studylib.experiments.runner import mean_subset
+        from studylib.runs.runner import mean_subset
         train = mean_subset(compute_mean_from["train"], None)  # all training images, as EvalSpec(mean_images=None)
         model.cl2n_mean = model.embed(train.images).mean(0).to(model.device)
     return model
@@ -430,11 +458,16 @@ def load_run(run: Any, store: Any = None, data: FewShotDataset | str | None = No
     Raises:
         LookupError: the name matches several runs: at most 10 lines listing them by what differs, each with
             the exact call that loads it.
-        FileNotFoundError: no such run, or a file that is not inside a run.
+        FileNotFoundError: no such run, a file that is not inside a run, or a folder that is not a run (no
+            ``config.json``). A name is a name or prefix, never a pattern: ``*``, ``?``, ``[`` and ``**`` match
+            themselves, and a text holding ``/`` is only ever a folder.
     """
     from studylib.training.runstore import CONFIG, WEIGHTS, Run, RunFileError
     path = _find_run(run, store, seed, method, data)
     r = Run(path, {})
+    if not (path / CONFIG).is_file():
+        raise FileNotFoundError(f"{path} is not a run folder (it holds no {CONFIG}): pass a run folder of the run "
+                                f"store, or a run name or prefix from ./study results")
     if not r.finished or not r.has(WEIGHTS):
         raise RunFileError(path, f"is not a finished training run (status {r.status}, "
                                  f"weights.pt {'present' if r.has(WEIGHTS) else 'missing'})",
@@ -446,9 +479,9 @@ def load_run(run: Any, store: Any = None, data: FewShotDataset | str | None = No
     if not isinstance(data, FewShotDataset):
         data = None  # a name only chose the run
     if isinstance(data, FewShotDataset):
-        from studylib.experiments.runner import DataSpec
+        from studylib.runs.runner import DataSpec
         spec.data = DataSpec.of(data)
-    from studylib.experiments.runner import preprocessing
+    from studylib.runs.runner import preprocessing
     if record is not None:
         mean = record.get("cl2n_mean")
         stats, cl2n_mean, need = record, (torch.tensor(mean) if mean is not None else None), False
@@ -474,7 +507,7 @@ def load_weights(weights: str | Path | dict[str, torch.Tensor], spec: Any, data:
     state = torch.load(weights, map_location="cpu", weights_only=True) if isinstance(weights, (str, Path)) \
         else weights
     dataset = data if data is not None else spec.data.load()
-    from studylib.experiments.runner import data_stats, preprocessing
+    from studylib.runs.runner import data_stats, preprocessing
     return _model(spec, state, data_stats(dataset), None, None, device, dataset, preprocessing(dataset))
 
 

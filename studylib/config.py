@@ -97,6 +97,9 @@ MAX_LIST = 64  # items of a list parameter (at any depth), unless the field sets
 LIST_LENGTHS: dict[str, int] = {"seeds": 100}
 MAX_YAML_BYTES = 1 << 20  # a parameter document (a file or -y text)
 MAX_YAML_NODES = 10_000  # scalars, lists and mappings of a parameter document, aliases expanded
+MAX_YAML_DEPTH = 32  # lists and mappings inside each other (a parameter needs 3 at most)
+MAX_NUMBER_DIGITS = 100  # characters of a number in a parameter document (Python refuses ints of 4,300 digits)
+UNIQUE: dict[str, str] = {"seeds": "seed"}  # list parameters whose items must differ, and what one item is
 
 _REPR = reprlib.Repr()
 _REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = 8
@@ -148,7 +151,8 @@ def _check(value: Any, tp: Any, key: str) -> Any:
                 return _check(value, a, key)
             except ParamError:
                 continue
-        raise ParamError(f"parameter {key!r} must be {_type_name(tp)}, got {type(value).__name__} {show(value)}")
+        raise ParamError(f"parameter {key!r} must be {_type_name(tp)}, got {type(value).__name__} {show(value)}"
+                         + (_quote_hint(key, value) if str in args else ""))
     if tp is type(None):
         if value is None:
             return None
@@ -197,11 +201,44 @@ def _check(value: Any, tp: Any, key: str) -> Any:
         return value
     if tp is str:
         if not isinstance(value, str):
-            raise ParamError(f"parameter {key!r} must be str, got {type(value).__name__} {show(value)}")
+            raise ParamError(f"parameter {key!r} must be str, got {type(value).__name__} {show(value)}"
+                             + _quote_hint(key, value))
         return value
     if isinstance(tp, type) and not isinstance(value, tp):
         raise ParamError(f"parameter {key!r} must be {tp.__name__}, got {type(value).__name__} {show(value)}")
     return value
+
+
+def _quote_hint(key: str, value: Any) -> str:
+    """For text that YAML read as something else (``2026-01-01`` a date, ``yes``/``off`` a boolean): quote it."""
+    import datetime
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return (f"; YAML reads an unquoted {value} as a date: quote it, e.g. -y \"{key}: '{value}'\" (or "
+                f"{key}: '{value}' in a parameter file)")
+    if isinstance(value, bool):
+        return (f"; YAML reads an unquoted yes/no/on/off/true/false as a boolean: quote the text, e.g. -y \"{key}: "
+                f"'yes'\"")
+    return ""
+
+
+def _check_unique(key: str, value: Any, where: str) -> None:
+    """ParamError when a list parameter of :data:`UNIQUE` (``seeds``) repeats an item: each seed is one training
+    run, so a repeated seed would count one run twice (an interval over copies, a p-value it does not support)."""
+    if key not in UNIQUE or not isinstance(value, (list, tuple)):
+        return
+    seen: set[Any] = set()
+    repeated = [v for v in value if v in seen or seen.add(v)]  # type: ignore[func-returns-value]
+    if not repeated:
+        return
+    fresh = list(dict.fromkeys(value))
+    spare = (n for n in range(len(value) * 2 + 1) if n not in seen)
+    fresh += [next(spare) for _ in range(len(value) - len(fresh))]
+    item = UNIQUE[key]
+    twice = list(dict.fromkeys(repeated))
+    text = f"{item}{'s' if len(twice) > 1 else ''} {', '.join(map(str, twice))}"
+    raise ParamError(f"parameter {key!r} = {show(value)} in {where} repeats {text}: each {item} is one "
+                     f"training run, so a repeat would count the same run twice; give distinct {key}, e.g. "
+                     f"-y \"{key}: [{', '.join(map(str, fresh))}]\"")
 
 
 _BOUND_TEXT = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
@@ -275,6 +312,7 @@ def check_field(f: dataclasses.Field, tp: Any, key: str, value: Any, where: str)
             raise ParamError(f"parameter {key!r} = {show(value)} in {where} is not allowed; allowed values: "
                              f"{', '.join(map(str, choices))}")
     _check_bounds(key, v, bounds, where)
+    _check_unique(key, v, where)
     return v
 
 
@@ -327,6 +365,50 @@ def _node_count(node: yaml.Node, limit: int, where: str) -> int:
     return sizes[id(node)]
 
 
+def _check_shape(text: str, where: str) -> None:
+    """The document's nesting (at most :data:`MAX_YAML_DEPTH` lists and mappings inside each other) and size
+    (:data:`MAX_YAML_NODES`), read from the parser's events, which are produced without recursion, before the
+    document is composed (PyYAML's composer recurses once per level: 3,000 nested brackets overflowed Python's
+    stack). ParamError naming ``where`` and the fix."""
+    depth = count = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise ParamError(f"{where}: lists and mappings nest more than {MAX_YAML_DEPTH} levels deep; no "
+                                 f"parameter needs more than 3: write the value out flat, e.g. -y 'seeds: [0, 1]'")
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            depth -= 1
+        if isinstance(event, (yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            count += 1
+            if count > MAX_YAML_NODES:
+                raise ParamError(f"{where}: more than {MAX_YAML_NODES:,} values; a parameter document this large is "
+                                 f"refused")
+
+
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+
+
+def _check_numbers(node: yaml.Node, where: str) -> None:
+    """A number written with more than :data:`MAX_NUMBER_DIGITS` characters is refused naming its parameter
+    (Python's own refusal of a 5,000-digit integer names none). The document's depth is bounded already."""
+    pairs = node.value if isinstance(node, yaml.MappingNode) else [(None, node)]
+    for key, value in pairs:
+        name = key.value if isinstance(key, yaml.ScalarNode) else "?"
+        stack = [value]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, yaml.ScalarNode):
+                if n.tag in _NUMBER_TAGS and len(n.value) > MAX_NUMBER_DIGITS:
+                    raise ParamError(f"parameter {name!r} in {where}: a number written with {len(n.value):,} "
+                                     f"characters is beyond every parameter's range; give one in its range, e.g. "
+                                     f"-y '{name}: 10'")
+            elif isinstance(n, yaml.SequenceNode):
+                stack.extend(n.value)
+            elif isinstance(n, yaml.MappingNode):
+                stack.extend(v for pair in n.value for v in pair)
+
+
 def load_yaml(text: str, where: str) -> dict[str, Any]:
     """A parameter document (a parameter file or ``-y`` text) read safely: ``yaml.safe_load``'s types only, at
     most :data:`MAX_YAML_BYTES` and :data:`MAX_YAML_NODES` values with aliases expanded, and a mapping of names
@@ -336,12 +418,14 @@ def load_yaml(text: str, where: str) -> dict[str, Any]:
         raise ParamError(f"{where}: {len(text):,} characters of YAML; a parameter document has at most "
                          f"{MAX_YAML_BYTES:,}")
     try:
+        _check_shape(text, where)
         loader = yaml.SafeLoader(text)
         try:
             node = loader.get_single_node()
             if node is None:
                 return {}
             _node_count(node, MAX_YAML_NODES, where)
+            _check_numbers(node, where)
             data = loader.construct_document(node)
         finally:
             loader.dispose()
@@ -497,10 +581,8 @@ def sync_parameters_cell(notebook: str) -> bool:
 
     The schema is ``studylib.experiments.<name>.Params`` for notebook ``NN_name`` (``./study sync-params``).
     """
-    import importlib
-
-    from studylib.paths import notebooks_dir
-    schema = importlib.import_module(f"studylib.experiments.{notebook.split('_', 1)[1]}").Params
+    from studylib.paths import experiment_module, notebooks_dir
+    schema = experiment_module(notebook).Params
     path = notebooks_dir() / f"{notebook}.ipynb"
     nb = json.loads(path.read_text())
     cells = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]

@@ -11,7 +11,6 @@ heading); ``python -m studylib.notebooks resolve NAME...`` prints each name as a
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
@@ -19,13 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from studylib.paths import notebooks_dir
-
-
-def names(folder: Path | None = None) -> list[str]:
-    """The numbered notebooks ``NN_name`` of ``notebooks/``, in order."""
-    folder = folder or notebooks_dir()
-    return sorted(p.stem for p in folder.glob("[0-9][0-9]_*.ipynb"))
+from studylib.paths import experiment_module, notebook_names as names, notebooks_dir, resolve_notebook as resolve
 
 
 def title(name: str, folder: Path | None = None) -> str:
@@ -39,22 +32,6 @@ def title(name: str, folder: Path | None = None) -> str:
             if line.startswith("#"):
                 return re.sub(r"^\d+\s*[·:.-]\s*", "", line.lstrip("#").strip())
     return ""
-
-
-def resolve(name: str, folder: Path | None = None) -> str:
-    """``name`` as a notebook name; a number (``00``), the part after it (``quickstart``) or a ``.ipynb`` path
-    are accepted when they name one notebook. Raises ValueError with "did you mean" otherwise."""
-    all_names = names(folder)
-    stem = Path(name).stem if name.endswith(".ipynb") else name
-    if stem in all_names:
-        return stem
-    matches = [n for n in all_names if n[:2] == stem or n[3:] == stem]
-    if len(matches) == 1:
-        return matches[0]
-    close = difflib.get_close_matches(stem, all_names + [n[3:] for n in all_names], n=3, cutoff=0.6)
-    close = list(dict.fromkeys(next(n for n in all_names if c in (n, n[3:])) for c in close))
-    hint = f"did you mean {' or '.join(close)}?" if close else "see ./study list"
-    raise ValueError(f"no notebook {name!r} in {folder or notebooks_dir()}: {hint}")
 
 
 # Paper scale: training images of each data set's training split (the readers' splits), and the training
@@ -136,8 +113,7 @@ def paper_estimate(name: str) -> dict[str, object]:
     """
     from studylib.config import defaults, read_param_file, validate
     from studylib.paths import params_dir
-    from studylib.preflight import schema_module
-    mod = schema_module(name)
+    mod = experiment_module(name)
     values = read_param_file(params_dir() / name / "paper.yaml")
     p = validate(mod.Params, {**defaults(mod.Params), **values, "data_root": values.get("data_root") or "x"}
                  if values.get("data") not in (None, "glyphs", "synthfs", "lshapes") else values)
@@ -190,11 +166,11 @@ def paper_estimate(name: str) -> dict[str, object]:
 def _folder_train_images(mod: Any, p: Any, root: str | None) -> int | None:
     """Training images of a folder of your own images as the run would split it (None: no such folder)."""
     from studylib.data.base import resolve_root
-    from studylib.preflight import _reader_options, scan_folder
+    from studylib.preflight import reader_options, scan_folder
     if not root or not resolve_root(root).is_dir():
         return None
     import dataclasses
-    opts = _reader_options(mod, dataclasses.asdict(p))
+    opts = reader_options(mod, dataclasses.asdict(p))
     try:
         splits = scan_folder(resolve_root(root), opts.get("split", "random"), int(opts.get("seed", 0) or 0),
                              opts.get("fractions"))

@@ -11,13 +11,15 @@ import torch
 
 from studylib.data.base import ImageSplit
 from studylib.paths import figures_dir
+from studylib.utils import atomic_savefig
 
 
 def save(fig: plt.Figure, notebook: str, name: str, scale: str, formats: Sequence[str] = ("png",)) -> list[Path]:
     """Write ``fig`` to ``figures/<notebook>/<scale>/<name>.<fmt>`` in the checkout the notebook runs in
-    (:func:`studylib.paths.project_root`), atomically: temp file then rename.
+    (:func:`studylib.paths.project_root`), atomically (:func:`studylib.utils.atomic_savefig`: drawn in memory,
+    a temporary file in the same folder, fsync, rename; an interrupt leaves the old file and no temporary one).
 
-    Under torchrun only rank 0 writes (every rank runs the notebook, :mod:`studylib.experiments.launch`).
+    Under torchrun only rank 0 writes (every rank runs the notebook, :mod:`studylib.launch`).
     """
     from studylib.training.distributed import env_rank
     if env_rank() != 0:  # [dist]
@@ -26,11 +28,7 @@ def save(fig: plt.Figure, notebook: str, name: str, scale: str, formats: Sequenc
     folder = figures_dir(notebook, scale)
     folder.mkdir(parents=True, exist_ok=True)
     for fmt in formats:
-        path = folder / f"{name}.{fmt}"
-        tmp = folder / f".{name}.tmp.{fmt}"
-        fig.savefig(tmp, dpi=130, bbox_inches="tight")
-        tmp.replace(path)
-        out.append(path)
+        out.append(atomic_savefig(fig, folder / f"{name}.{fmt}", dpi=130, bbox_inches="tight"))
     return out
 
 

@@ -49,7 +49,7 @@ from typing import Any, Sequence
 
 import yaml
 
-from studylib.paths import SCALES
+from studylib.paths import SCALES, experiment_module, experiment_module_name, resolve_notebook
 
 
 # What a missing paper data set is, where people get it, its size and on-disk layout (two lines of a report).
@@ -132,17 +132,6 @@ class Report:
 # Parameters
 # ----------------------------------------------------------------------------------------------------------
 
-def schema_module(notebook: str) -> Any:
-    """The module of ``studylib/experiments`` whose ``NOTEBOOK`` is ``notebook`` (found by text, imported once)."""
-    import importlib
-    folder = Path(__file__).parent / "experiments"
-    pattern = re.compile(r'^NOTEBOOK\s*=\s*["\']' + re.escape(notebook) + r'["\']', re.M)
-    for path in sorted(folder.glob("*.py")):
-        if pattern.search(path.read_text(encoding="utf-8")):
-            return importlib.import_module(f"studylib.experiments.{path.stem}")
-    raise LookupError(f"no module in {folder} declares NOTEBOOK = {notebook!r}")
-
-
 def papermill_value(text: str) -> Any:
     """A ``-p NAME VALUE`` value as papermill reads it: True/False/None, an int, a float, else the string."""
     if text in ("True", "False"):
@@ -223,6 +212,19 @@ def _check_image_files(report: Report, files: list[Path]) -> None:
                                                     f"again) or delete them"))
 
 
+def _check_omniglot(report: Report, path: Path) -> None:
+    """Omniglot data read by the reader's own scan, every image read and checked without decoding
+    (:func:`studylib.data.readers.omniglot.check_omniglot`): an empty zip, random bytes named .zip, a zip of the
+    authors' zips, a member twice, an encrypted, deflate64, damaged or bomb member is a problem now, not after the
+    run has started."""
+    from studylib.data.base import DataError
+    from studylib.data.readers.omniglot import check_omniglot
+    try:
+        report.notes.append(check_omniglot(path))
+    except DataError as e:
+        report.problems.append(Problem("data_root", str(e)))
+
+
 def min_classes_random(test_classes: int, fractions: Sequence[float] | None = None, train_classes: int = 2) -> int:
     """The fewest classes of ``root/<class>/`` whose seeded random split (the reader's rounding,
     ``readers._scaled_class_counts``) leaves ``test_classes`` for evaluation and ``train_classes`` for training."""
@@ -244,7 +246,7 @@ def _count_text(classes: list[tuple[str, int]]) -> str:
             if min(sizes) != max(sizes) else f"{len(classes)} classes x {sizes[0]} images")
 
 
-def _reader_options(mod: Any, v: dict[str, Any]) -> dict[str, Any]:
+def reader_options(mod: Any, v: dict[str, Any]) -> dict[str, Any]:
     """The folder reader's options (split, seed, fractions) the notebook's ``data_spec(p)`` gives for ``v``;
     ``{}`` when the module has none or it cannot be built from these values."""
     make = getattr(mod, "data_spec", None)
@@ -262,7 +264,7 @@ def _check_folder(report: Report, v: dict[str, Any], given: set[str], root: Path
     from studylib.data.base import DataError
     from studylib.data.samplers import check_episode
     # the split rule exactly as the run's reader gets it: the notebook's own data_spec(p) options when it has one
-    opts = _reader_options(module, v)
+    opts = reader_options(module, v)
     split = opts.get("split", v.get("split", "random"))
     seed = int(opts.get("seed", 0) or 0)
     fractions = opts.get("fractions")
@@ -361,6 +363,8 @@ def _check_data(report: Report, v: dict[str, Any], given: set[str], module: Any 
         else:
             report.problems.append(Problem("data_root", f"no folder {path}; point data_root at your image folder"))
         return
+    if data == "omniglot":
+        _check_omniglot(report, path)
     if data == "folder":
         if not path.is_dir():
             report.problems.append(Problem("data_root", f"{path} is a file, not a folder; point data_root at the "
@@ -380,11 +384,14 @@ def overrides(pairs: Sequence[tuple[str, str]] = (), yamls: Sequence[str] = ()) 
         ParamError: a ``-y`` text that is not a mapping of names to values, or too large once its aliases are
             expanded (:func:`studylib.config.load_yaml`).
     """
-    from studylib.config import load_yaml, show
+    from studylib.config import MAX_NUMBER_DIGITS, ParamError, load_yaml, show
     out: dict[str, Any] = {}
     for text in yamls:
         out.update(load_yaml(text, f"-y {show(text)}"))
     for name, value in pairs:
+        if len(value) > MAX_NUMBER_DIGITS and re.fullmatch(r"\s*[-+]?[0-9_.eE+-]+\s*", value):
+            raise ParamError(f"-p {name}: a number written with {len(value):,} characters is beyond every "
+                             f"parameter's range; give one in its range, e.g. -p {name} 10")
         out[name] = papermill_value(value)
     return out
 
@@ -396,10 +403,16 @@ def check(notebook: str, scale: str = "smoke", given: dict[str, Any] | None = No
     report = Report(notebook, scale)
     given = dict(given or {})
     try:
-        module = schema_module(notebook)
+        module = experiment_module(notebook)
         schema = module.Params
-    except LookupError as e:
+    except ValueError as e:  # not a name of the form NN_name
         report.problems.append(Problem(None, str(e)))
+        return report
+    except ModuleNotFoundError as e:
+        if e.name != experiment_module_name(notebook):
+            raise
+        report.problems.append(Problem(None, f"no experiment module {e.name} for {notebook} (a notebook NN_name "
+                                             f"runs studylib/experiments/name.py)"))
         return report
     where = f"params/{notebook}/{scale}.yaml"
     try:
@@ -407,6 +420,7 @@ def check(notebook: str, scale: str = "smoke", given: dict[str, Any] | None = No
     except ParamError as e:
         report.problems.append(Problem(None, str(e)))
         return report
+    _check_variants(report, notebook, scale)
     good_file, bad_file = check_values(schema, values, where)
     good_cli, bad_cli = check_values(schema, given, "the command line (-p/-y)")
     report.problems += bad_file + bad_cli
@@ -422,6 +436,19 @@ def check(notebook: str, scale: str = "smoke", given: dict[str, Any] | None = No
     if not report.problems:
         _check_resources(report, v)
     return report
+
+
+def _check_variants(report: Report, notebook: str, scale: str) -> None:
+    """The other parameter files of the scale (``params/<nb>/<scale>-*.yaml``, the variants a saved claims table
+    is matched against when the notebook ends): one that cannot be read or validated is named now, as ignored,
+    with the fix (before: a broken untracked ``smoke-old.yaml`` passed the check, and the run failed on it at the
+    end, after training)."""
+    from studylib.claims.store import param_files, variant_problem
+    base = scale.split("-", 1)[0]
+    for name in param_files(notebook, base):
+        if name != scale and (why := variant_problem(notebook, name)):
+            report.warnings.append(f"params/{notebook}/{name}.yaml (a variant of {base}) is ignored: {why}; fix it "
+                                   f"or delete it")
 
 
 NOT_RUN = 3  # the exit status of a check whose run is skipped (Report.not_run); ./study run goes on without failing
@@ -455,9 +482,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-y", "--parameters_yaml", action="append", default=[], metavar="YAML")
     ap.add_argument("--adapted", metavar="FILE", help="write the adapted parameters as YAML (for papermill -f)")
     args = ap.parse_args(argv)
-    from studylib.notebooks import resolve
     try:
-        name = resolve(args.notebook)
+        name = resolve_notebook(args.notebook)
         given = overrides([tuple(p) for p in args.parameters], args.parameters_yaml)
     except ValueError as e:  # ParamError too: -y that is not a mapping, or too large
         print(f"study: {e}", file=sys.stderr)
@@ -470,7 +496,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = ["DATASET_SOURCES", "Problem", "Report", "check", "check_values", "min_classes_random", "overrides",
-           "scan_files", "scan_folder"]
+           "reader_options", "scan_files", "scan_folder"]
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from studylib.utils import run_command
+    run_command(main, "study check")

@@ -6,7 +6,7 @@ JupyterLab without the widget state show that text fallback), and papermill's ``
 Text bars have neither problem: JupyterLab renders their carriage returns as a bar updating in place, and the
 saved notebook and the logs hold the text.
 
-A sweep (:func:`studylib.experiments.runner.run_sweep`) prints one line per run over the whole sweep
+A sweep (:func:`studylib.runs.sweeps.run_sweep`) prints one line per run over the whole sweep
 (:class:`SweepProgress`: ``sweep 1/3 |███       | ... next: <run>``) and, under it, the current run's training
 bar, whose description starts with the run's position in the sweep (``[2/3] <run folder>``).
 

@@ -20,8 +20,12 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
 NOT_NUMBERS = frozenset(f"studylib.{m}" for m in (
-    "evaluation.verdicts", "experiments.claims", "experiments.claims_page", "experiments.claim_registry",
-    "experiments.reference", "experiments.power", "provenance", "preflight", "progress", "notebooks"))
+    "evaluation.verdicts", "claims", "provenance", "preflight", "progress", "notebooks"))
+
+
+def _not_numbers(module: str) -> bool:
+    """Whether ``module`` is one of :data:`NOT_NUMBERS` or inside one of its packages (``studylib.claims.*``)."""
+    return any(module == m or module.startswith(m + ".") for m in NOT_NUMBERS)
 
 
 def _module_path(name: str) -> Path | None:
@@ -102,7 +106,7 @@ def closure(module: str) -> list[str]:
     todo = [module]
     while todo:
         m = todo.pop()
-        if m in seen or (m in NOT_NUMBERS and m != module):
+        if m in seen or (_not_numbers(m) and m != module):
             continue
         path = _module_path(m)
         if path is None:
@@ -121,6 +125,32 @@ def code_version(module: str) -> str:
         assert path is not None
         h.update(f"{m}:{_module_digest(path, path.stat().st_mtime)}\n".encode())
     return h.hexdigest()[:16]
+
+
+# The recorded seconds of the training and evaluation this process reused from the run store (each run folder
+# counted once; runs this process trained or evaluated are not counted: its wall time holds them). A claims table
+# adds them to its wall time (studylib.claims.table.provenance), so that a table re-made from cached runs still
+# says about what its notebook costs from an empty cache, which ./study power scales by seeds. The runner
+# (studylib.runs.runner) reports here; the claims read here, so neither imports the other.
+REUSED_SECONDS: dict[str, float] = {}
+_MADE_HERE: set[str] = set()
+
+
+def made_here(*folders: str | Path) -> None:
+    """Record run folders this process trained or evaluated (their time is in its wall time)."""
+    _MADE_HERE.update(str(f) for f in folders)
+
+
+def count_reused(*runs: tuple[str | Path, float | None]) -> None:
+    """Record ``(run folder, recorded seconds)`` pairs taken from the store instead of computed here."""
+    for folder, seconds in runs:
+        if str(folder) not in _MADE_HERE:
+            REUSED_SECONDS.setdefault(str(folder), float(seconds or 0.0))
+
+
+def reused_seconds() -> float:
+    """Seconds of training and evaluation this process took from the store instead of computing them."""
+    return float(sum(REUSED_SECONDS.values()))
 
 
 def git_commit(root: Path | None = None) -> str | None:

@@ -550,11 +550,16 @@ def main(argv: list[str] | None = None) -> int:
                                                             "100; --per-seed: 120)")
     ap.add_argument("--store", metavar="DIR", help="the run store (default: $STUDYLIB_CACHE/runs or .cache/runs)")
     args = ap.parse_args(argv)
+    try:  # every argument checked before the store is read
+        targets = _check_arguments(args)
+    except ValueError as err:
+        print(f"results: {err}", file=sys.stderr)
+        return 2
     store = RunStore(args.store) if args.store else RunStore()
     table = rows(store, args.notebook, args.data, args.method, args.status)
     groups = None if args.per_seed else group_rows(table)
     exported = False
-    exports = ((args.csv, to_csv, groups_csv), (args.latex, to_latex, groups_latex))
+    exports = ((targets["--csv"], to_csv, groups_csv), (targets["--latex"], to_latex, groups_latex))
     for target, per_seed, grouped in exports:
         if target:
             content = per_seed(table) if groups is None else grouped(groups)
@@ -562,7 +567,8 @@ def main(argv: list[str] | None = None) -> int:
                 sys.stdout.write(content)
                 exported = True
             else:
-                Path(target).write_text(content, encoding="utf-8")
+                from studylib.utils import atomic_write_text
+                atomic_write_text(target, content)  # an interrupt leaves the old file, never half a table
                 n = len(table) if groups is None else len(groups)
                 print(f"wrote {n} rows to {target}", file=sys.stderr)
     if args.json:
@@ -582,8 +588,27 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+MIN_WIDTH = 40  # columns the tables need
+
+
+def _check_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """The paths and numbers of the command line, checked up front (ValueError: one line naming the argument and
+    the fix): ``--store`` an existing folder, ``--csv``/``--latex`` a file that can be written (or ``-``),
+    ``--width`` at least :data:`MIN_WIDTH`. Returns the export targets (``{"--csv": path | "-" | None, ...}``)."""
+    from studylib.paths import existing_folder, writable_file
+    if args.width is not None and args.width < MIN_WIDTH:
+        raise ValueError(f"--width {args.width}: the table needs at least {MIN_WIDTH} columns; give --width "
+                         f"{MIN_WIDTH} or more (default: the terminal's width)")
+    if args.store is not None:
+        existing_folder(args.store, "--store", "the run store's folder (default: $STUDYLIB_CACHE/runs or "
+                                               ".cache/runs), the folder holding the run folders")
+    out: dict[str, Any] = {}
+    for flag in ("--csv", "--latex"):
+        value = getattr(args, flag[2:])
+        out[flag] = value if value in (None, "-") else writable_file(value, flag)
+    return out
+
+
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except BrokenPipeError:  # ./study results | head
-        sys.exit(0)
+    from studylib.utils import run_command
+    run_command(main, "results")

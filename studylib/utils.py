@@ -100,8 +100,14 @@ STALE_TMP_SECONDS = 3600.0  # a temporary file no local process owns is stale af
 
 def _write_all(fh: Any, data: bytes, target: Path) -> None:
     """The one place file bytes are written (to a temporary file for ``target``; tests replace it to simulate
-    a full disk)."""
-    fh.write(data)
+    a full disk). Half-way through, the test hook ``write.partial`` (:func:`kill_point`, detail: the target's
+    name) can stop the process with part of the file written."""
+    half = len(data) // 2
+    fh.write(data[:half])
+    if os.environ.get("STUDYLIB_KILL_AT"):
+        fh.flush()
+        kill_point("write.partial", target.name)
+    fh.write(data[half:])
     fh.flush()
     os.fsync(fh.fileno())
 
@@ -143,6 +149,80 @@ def atomic_write_bytes(path: str | Path, data: bytes, before_replace: Callable[[
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def _temp_for(path: Path) -> str:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}@{_HOST}.", suffix=".tmp")
+    os.close(fd)
+    return tmp
+
+
+def atomic_write_many(files: dict[Path, bytes]) -> None:
+    """Write several files as one change: every file's bytes go to a temporary file beside it first (fsynced),
+    then all are renamed into place with Ctrl-C held back until the last rename, so an interrupt (or an error)
+    leaves every file as it was, or all of them new; a Ctrl-C that arrives while they are installed is raised
+    (``KeyboardInterrupt``) once they all are. No temporary file stays behind, except after a SIGKILL (then
+    :func:`remove_stale_temp_files` removes it later)."""
+    temps: dict[Path, str] = {}
+    try:
+        for path, data in files.items():
+            path = Path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temps[path] = tmp = _temp_for(path)
+            if hasattr(os, "chmod"):  # mkstemp makes 0o600; a plain open gives 0o666 minus the umask
+                os.chmod(tmp, 0o666 & ~current_umask())
+            with open(tmp, "wb") as fh:
+                try:
+                    _write_all(fh, data, path)
+                except OSError as e:
+                    if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+                        raise DiskFullError(e.errno, f"the disk is full (or the quota exceeded) while writing "
+                                                     f"{path}; no file was changed. Free space and re-run",
+                                            str(path)) from e
+                    raise
+        with holding_interrupts():
+            for path, tmp in temps.items():
+                kill_point("write.before_replace", path.name)
+                os.replace(tmp, path)
+            temps.clear()
+    finally:
+        for tmp in temps.values():
+            Path(tmp).unlink(missing_ok=True)
+
+
+class holding_interrupts:
+    """``with holding_interrupts(): ...``: a Ctrl-C (SIGINT) during the block is held back and raised as
+    ``KeyboardInterrupt`` when the block ends (a few renames that must happen together). Outside the main
+    thread, where no signal handler can be set, the block runs unprotected."""
+
+    def __enter__(self) -> "holding_interrupts":
+        import threading
+        self.got: list[int] = []
+        self.old = None
+        if threading.current_thread() is threading.main_thread():
+            self.old = signal.signal(signal.SIGINT, lambda signum, frame: self.got.append(signum))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.old is not None:
+            signal.signal(signal.SIGINT, self.old)
+        if self.got and exc[0] is None:
+            raise KeyboardInterrupt
+
+
+def figure_bytes(fig: Any, path: str | Path, **savefig: Any) -> bytes:
+    """A matplotlib figure rendered in memory in the format of ``path``'s suffix (``.png``, ``.pdf``, ``.svg``),
+    for :func:`atomic_write_bytes`: the file on disk is never half-drawn."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format=Path(path).suffix.lstrip(".").lower() or "png", **savefig)
+    return buf.getvalue()
+
+
+def atomic_savefig(fig: Any, path: str | Path, **savefig: Any) -> Path:
+    """``fig.savefig(path)`` atomically: drawn in memory (:func:`figure_bytes`), written to a temporary file in
+    the same folder, fsynced and renamed over ``path``; an interrupt leaves the old file and no temporary one."""
+    atomic_write_bytes(path, figure_bytes(fig, path, **savefig))
+    return Path(path)
 
 
 def atomic_write_json(path: str | Path, obj: Any) -> None:
@@ -210,7 +290,9 @@ def kill_point(name: str, detail: str = "") -> None:
     """Test hook: SIGKILL this process at a named point when ``STUDYLIB_KILL_AT`` asks for it.
 
     ``STUDYLIB_KILL_AT=<point>[@<detail>][:<n>]`` kills at the ``n``-th time (default 1) the point is reached
-    with that detail (e.g. ``loop.after_metrics:2``, ``write.before_replace@metrics.jsonl``). Points:
+    with that detail (e.g. ``loop.after_metrics:2``, ``write.before_replace@metrics.jsonl``);
+    ``STUDYLIB_KILL_SIGNAL=INT`` sends a Ctrl-C (SIGINT) instead of SIGKILL. Points:
+    ``write.partial`` (half of a file's bytes in its temporary file; detail = file name),
     ``write.before_replace`` (temporary file written, not installed; detail = file name),
     ``loop.after_metrics`` (metrics written, their checkpoint not yet), ``runstore.checkpoint_rotated`` (the
     checkpoint moved to ``checkpoint.prev.pt``, the new one not installed), ``loop.after_weights`` (final
@@ -229,6 +311,10 @@ def kill_point(name: str, detail: str = "") -> None:
     if _KILL_COUNTS[key] >= int(count or 1):
         sys.stdout.flush()
         sys.stderr.flush()
+        if os.environ.get("STUDYLIB_KILL_SIGNAL", "").upper() in ("INT", "SIGINT"):
+            os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C: KeyboardInterrupt at the next bytecode
+            time.sleep(0.5)  # (delivered before this returns)
+            return
         os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
         os._exit(137)  # pragma: no cover (where SIGKILL does not exist)
 
@@ -266,3 +352,36 @@ def default_cache_dir() -> Path:
     if env:
         return Path(env)
     return Path(__file__).resolve().parent.parent / ".cache"
+
+
+def run_command(main: Callable[[], int | None], name: str) -> None:
+    """A command's ``main`` as ``python -m`` runs it: its return value is the exit status; ``SystemExit`` passes
+    (argparse's usage errors: 2); Ctrl-C prints one line, ``<name>: interrupted``, with no traceback, and ends
+    the process by SIGINT (exit status 130 as the shell reports it; a script that ran the command stops too,
+    where an exit of 130 would let bash go on); a closed stdout (``| head``) ends it quietly."""
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        try:
+            print(f"{name}: interrupted", file=sys.stderr, flush=True)
+        except OSError:
+            pass
+        interrupted_exit()
+    except BrokenPipeError:
+        try:  # the rest of the output has nowhere to go: silence the flush at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except OSError:
+            pass
+        sys.exit(0)
+    sys.exit(code or 0)
+
+
+def interrupted_exit() -> None:
+    """End this process as a Ctrl-C does (SIGINT at its default action: status 130 to the shell), else exit 130."""
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1.0)
+    except (OSError, ValueError):  # not the main thread, or no such signal here
+        pass
+    sys.exit(130)

@@ -14,10 +14,10 @@ from PIL import Image
 
 from studylib import api
 from studylib.evaluation import sample_episodes
-from studylib.experiments.runner import load_trained, run_spec
+from studylib.runs.runner import load_trained, run_spec
 from studylib.training.runstore import RunStore
 
-sys.path.insert(0, str(Path(__file__).parent / "experiments"))
+sys.path.insert(0, str(Path(__file__).parent / "runs"))
 from test_runner_guards import tiny_dataset, tiny_spec  # noqa: E402
 
 
@@ -150,7 +150,7 @@ def test_spe_runs_classify_with_their_own_posterior(tmp_path):
 
 def test_every_documented_classifier_is_registered_after_importing_the_api_alone():
     """A fresh interpreter that imports only studylib.api can name every classifier the API documents (the
-    "opta" family used to be registered only when another module happened to import studylib.methods.opta)."""
+    "opta" family used to be registered only when another module happened to import studylib.evaluation.opta)."""
     import subprocess
     import sys
 

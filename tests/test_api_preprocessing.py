@@ -14,7 +14,7 @@ import torch
 from studylib import api
 from studylib.data.readers import decode_images
 from studylib.data.standins import standin_root
-from studylib.experiments.runner import INFERENCE, DataSpec, EvalSpec, RunSpec, run_spec
+from studylib.runs.runner import INFERENCE, DataSpec, EvalSpec, RunSpec, run_spec
 from studylib.training.loop import TrainConfig
 from studylib.training.runstore import RunStore
 

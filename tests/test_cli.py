@@ -6,11 +6,14 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from conftest import copy_of_study, sigint_default
 from studylib import notebooks
+
+REPO = Path(__file__).resolve().parent.parent
 
 THREADS = "import studylib.training.loop, torch; print(torch.get_num_threads())"
 
@@ -73,6 +76,12 @@ case "$FAKE_MODE" in
     # after it cannot land in the gap before the sleep (bash ignores a SIGINT whose child exited normally)
     hang) head -c 2000 "$3" > "$4"; exec bash -c 'touch "$0"; sleep 60' "$FAKE_LOG.ready" ;;
     ok) cp "$FAKE_RESULT" "$4" ;;
+    # as the notebook does: its new reference into the staging folder, its claims table into the cache
+    stage-*) mkdir -p "$STUDYLIB_REFERENCE_STAGE/00_quickstart" "$STUDYLIB_CACHE/claims/00_quickstart"
+        echo '{"new": "reference"}' > "$STUDYLIB_REFERENCE_STAGE/00_quickstart/smoke.reference.json"
+        echo '{"new": "claims"}' > "$STUDYLIB_CACHE/claims/00_quickstart/smoke.json"
+        if [ "$FAKE_MODE" = stage-ok ]; then cp "$FAKE_RESULT" "$4"
+        else head -c 2000 "$3" > "$4"; exec bash -c 'touch "$0"; sleep 60' "$FAKE_LOG.ready"; fi ;;
 esac
 """
 NB = "00_quickstart"
@@ -135,6 +144,42 @@ def test_reference_replaces_the_notebook_only_after_success_without_injected_par
     executed["metadata"].pop("widgets", None)  # stale widget state: strip-widgets, as before
     assert got == executed
     assert _leftovers(root) == [] and not os.path.exists((tmp_path / "cache.txt").read_text().strip())
+
+
+@pytest.mark.parametrize("mode", ["stage-hang", "stage-ok"])
+def test_reference_changes_the_notebooks_reference_and_claims_table_only_with_a_run_that_succeeds(repo, tmp_path,
+                                                                                                   mode):
+    """Issue 40: the notebook wrote params/NB/smoke.reference.json itself while it ran, and the claims table was
+    copied over params/NB/smoke.claims.json with cp, so a Ctrl-C late in the run left the committed reference
+    new and the notebook old. Now both are staged and installed with the notebook, after it succeeded."""
+    import signal
+    import time
+    root, env = _copy_of_repo(repo, tmp_path)
+    files = {f"params/{NB}/smoke.reference.json": b'{"old": "reference"}\n',
+             f"params/{NB}/smoke.claims.json": b'{"old": "claims"}\n'}
+    for f, data in files.items():
+        (root / f).write_bytes(data)
+    files[f"notebooks/{NB}.ipynb"] = (root / "notebooks" / f"{NB}.ipynb").read_bytes()
+    (tmp_path / "executed.ipynb").write_bytes(files[f"notebooks/{NB}.ipynb"])
+    proc = subprocess.Popen([str(root / "study"), "reference", NB], start_new_session=True, preexec_fn=sigint_default,
+                            env={**env, "FAKE_MODE": mode, "FAKE_RESULT": str(tmp_path / "executed.ipynb")},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if mode == "stage-hang":  # Ctrl-C once the notebook has written its new reference and claims table
+        deadline = time.time() + 60
+        while not (tmp_path / "cache.txt.ready").exists() and proc.poll() is None:
+            assert time.time() < deadline
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    now = {f: (root / f).read_bytes() for f in files}
+    if mode == "stage-hang":
+        assert proc.returncode != 0 and now == files
+    else:
+        assert proc.returncode == 0, err
+        assert now[f"params/{NB}/smoke.reference.json"] == b'{"new": "reference"}\n'
+        assert now[f"params/{NB}/smoke.claims.json"] == b'{"new": "claims"}\n'
+    assert _leftovers(root) == [] and sorted(p.name for p in (root / "params" / NB).iterdir()) == \
+        ["smoke.claims.json", "smoke.reference.json", "smoke.yaml"]
 
 
 def test_no_committed_notebook_holds_papermills_injected_parameters(repo):
@@ -242,3 +287,20 @@ def test_run_says_not_run_for_a_notebook_whose_shared_data_is_absent_and_goes_on
             "(../shared/data/omniglot/)") in out.stderr
     assert "study: 12_set2model_omniglot not run" in out.stderr and "00_quickstart done" in out.stderr
     assert "start 12_set2model_omniglot" not in (tmp_path / "log.txt").read_text()
+
+
+def test_every_module_the_study_script_runs_is_a_command(tmp_path):
+    """Each ``python -m studylib.X`` in ``./study`` runs ``main`` (a module without a ``__main__`` block would
+    exit 0 having done nothing: ``./study claims`` did so for one commit of the move to studylib.claims)."""
+    import re
+    script = (REPO / "study").read_text()
+    modules = sorted(set(re.findall(r"-m (studylib[\w.]*)", script)))
+    assert {"studylib.claims.page", "studylib.claims.power", "studylib.preflight", "studylib.results"} <= set(modules)
+    for m in modules:
+        path = REPO / Path(*m.split(".")).with_suffix(".py")
+        assert re.search(r'^if __name__ == "__main__":', path.read_text(), re.M), f"{m} has no __main__ block"
+    out = tmp_path / "claims.md"
+    done = subprocess.run([sys.executable, "-m", "studylib.claims.page", "--out", str(out)], cwd=REPO,
+                          capture_output=True, text=True, env={**os.environ, "STUDYLIB_CACHE": str(tmp_path / "c")})
+    assert done.returncode == 0, done.stderr
+    assert out.read_text().startswith("# Claims of the study") and f"claims: wrote {out}" in done.stdout

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import re
 import tomllib
@@ -13,6 +12,7 @@ import pytest
 import yaml
 
 from studylib.config import cut_fields, defaults, parameters_cell, read_param_file, validate
+from studylib.paths import experiment_module
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -49,7 +49,7 @@ def _notebooks():
 
 
 def _schema(notebook: str):
-    module = importlib.import_module(f"studylib.experiments.{notebook.split('_', 1)[1]}")
+    module = experiment_module(notebook)
     assert module.NOTEBOOK == notebook
     return module.Params
 
@@ -98,7 +98,7 @@ def test_check_scale_is_the_paper_configuration_cut(notebook):
 @pytest.mark.parametrize("notebook", _notebooks())
 def test_smoke_reference_matches_the_smoke_parameters(notebook):
     """Every notebook's trained numbers are asserted against a committed reference made with its parameters."""
-    from studylib.experiments.reference import params_hash
+    from studylib.claims.reference import params_hash
     path = REPO / "params" / notebook / "smoke.reference.json"
     assert path.is_file(), f"create it with ./study reference {notebook}"
     ref = json.loads(path.read_text())

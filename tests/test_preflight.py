@@ -68,7 +68,7 @@ def test_adapted_defaults_pass_the_runs_own_protocol_check(tmp_path, capsys):
     from studylib.config import validate
     from studylib.data.base import DataError
     from studylib.experiments import use_your_data as uyd
-    from studylib.experiments.runner import check_protocol
+    from studylib.runs.runner import check_protocol
     root = _folder(tmp_path / "mine", {**{f"train/a{k}": 10 for k in range(2)}, **{f"val/b{k}": 10 for k in range(2)},
                                        **{f"test/t{k}": 10 for k in range(3)}})
     out = tmp_path / "adapted.yaml"

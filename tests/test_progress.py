@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from studylib import progress
-from studylib.experiments.runner import run_spec, run_sweep
+from studylib.runs.runner import run_spec
+from studylib.runs.sweeps import run_sweep
 from studylib.training.runstore import RunStore
 
-sys.path.insert(0, str(Path(__file__).parent / "experiments"))
+sys.path.insert(0, str(Path(__file__).parent / "runs"))
 from test_runner_guards import tiny_spec  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -56,7 +57,7 @@ def test_bars_are_text_not_widgets():
     b = progress.bar(total=3, desc="x", enabled=False)
     assert type(b) is tqdm  # tqdm.auto would give tqdm.notebook.tqdm (an ipywidget) under Jupyter
     b.close()
-    for mod in ("evaluation/evaluate.py", "experiments/runner.py", "training/loop.py", "progress.py"):
+    for mod in ("evaluation/evaluate.py", "runs/runner.py", "training/loop.py", "progress.py"):
         text = (REPO / "studylib" / mod).read_text()
         assert "tqdm.auto" not in text and "tqdm.notebook" not in text
 

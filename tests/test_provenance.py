@@ -53,14 +53,16 @@ def test_judging_modules_are_left_out(tmp_path, monkeypatch):
     root = _package(tmp_path, {
         "__init__.py": "",
         "experiments/__init__.py": "",
-        "experiments/nb.py": "from studylib.experiments.claims import T\nfrom studylib.core import f\n",
-        "experiments/claims.py": "from studylib.core import f\nT = 1\n",
+        "experiments/nb.py": "from studylib.claims.table import T\nfrom studylib.core import f\n",
+        "claims/__init__.py": "",
+        "claims/table.py": "from studylib.core import f\nT = 1\n",
         "core.py": "def f():\n    return 2\n",
     })
     monkeypatch.setattr(V, "PACKAGE", root)
     v0 = V.code_version("studylib.experiments.nb")
-    assert "studylib.experiments.claims" not in V.closure("studylib.experiments.nb")
-    _touch(root / "experiments/claims.py", "from studylib.core import f\nT = 2\n")
+    closure = V.closure("studylib.experiments.nb")
+    assert "studylib.claims.table" not in closure and "studylib.claims" not in closure  # the whole package
+    _touch(root / "claims/table.py", "from studylib.core import f\nT = 2\n")
     assert V.code_version("studylib.experiments.nb") == v0
 
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from studylib import config, results
-from studylib.experiments.runner import run_lock, run_spec
+from studylib.runs.runner import run_lock, run_spec
 from studylib.training.loop import Interrupted
 from studylib.training.runstore import RunStore
 
-sys.path.insert(0, str(Path(__file__).parent / "experiments"))
+sys.path.insert(0, str(Path(__file__).parent / "runs"))
 from test_runner_guards import tiny_spec  # noqa: E402
 
 

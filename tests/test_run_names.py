@@ -12,7 +12,7 @@ import pytest
 
 from studylib import api, config, results
 from studylib.data.standins import write_folder
-from studylib.experiments.runner import DataSpec, EvalSpec, RunSpec, run_spec
+from studylib.runs.runner import DataSpec, EvalSpec, RunSpec, run_spec
 from studylib.training.loop import TrainConfig
 from studylib.training.runstore import RunStore
 

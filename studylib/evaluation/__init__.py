@@ -22,7 +22,3 @@ __all__ = [
     "get_classifier", "knn", "nearest_centroid", "pairwise_sq_dists", "pool_results", "register_classifier",
     "results_as_dict", "episode_seed", "sample_episodes", "soft_assignment",
 ]
-
-# Method modules register their own classifiers (seed 001: "logreg", "opta", "opta_nearest"); importing the
-# methods package here makes those names available to evaluate() whichever package is imported first.
-import studylib.methods  # noqa: E402,F401

@@ -21,14 +21,17 @@ Registry. :data:`CLASSIFIERS` maps a name to a classifier; :func:`register_class
 * ``soft_assignment`` — log of ``sum_{s in S_k} softmax_s(-||q - s||^2 / T)`` (NCA / Matching Networks,
   seed 000 Sec. 2.3, T = 1).
 * ``knn`` — majority vote of the ``k = n`` nearest support points (seed 000 Sec. 2.3).
+* ``cosine_prototype`` / ``cosine_nearest_sample`` — InfoPatch's test rules (seed 004): cosine to the class mean
+  (the authors' code) or to the nearest support sample (the paper's Eq. 2).
 
-Later classifiers register themselves from their own modules with the same protocol, e.g.
-``register_classifier("logreg", ...)`` in ``studylib/evaluation/logreg.py`` (multinomial logistic regression
-per episode), ``register_classifier("opta", ...)`` in ``studylib/methods/opta.py`` (BECLR's optimal-transport
-prototype adaptation, transductive: it may use ``query``), and probabilistic / generative classifiers (e.g.
-stochastic prototype embeddings, Set2Model GMM likelihoods), whose scores are log-likelihoods or
-log-posteriors. A classifier with hyper-parameters is registered as a ``functools.partial`` or closure; one
-that needs the shot count reads ``support.shape[2]``.
+Every other classifier is registered by the module of this package that defines it, with the same protocol:
+``logreg`` in :mod:`studylib.evaluation.logreg` (multinomial logistic regression per episode), ``opta`` and
+``opta_nearest`` in :mod:`studylib.evaluation.opta` (BECLR's optimal-transport prototype adaptation,
+transductive: it may use ``query``), ``s2m_gauss`` / ``s2m_gmm2`` / ``s2m_avg`` in
+:mod:`studylib.evaluation.likelihood` (Set2Model's likelihoods). The registry lives here, below its users (the
+evaluator, the runner, the experiments); the methods register no classifier, so ``studylib.methods`` never
+imports ``studylib.evaluation``. A classifier with hyper-parameters is registered as a ``functools.partial`` or
+closure; one that needs the shot count reads ``support.shape[2]``.
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ from __future__ import annotations
 from typing import Callable, Protocol
 
 import torch
+import torch.nn.functional as F
+
+from studylib.registry import Registry
 
 
 class Classifier(Protocol):
@@ -133,12 +139,41 @@ def knn(support: torch.Tensor, query: torch.Tensor, k: int | None = None) -> tor
     return votes + tie
 
 
-CLASSIFIERS: dict[str, Classifier] = {
-    "nearest_centroid": nearest_centroid,
-    "soft_assignment": soft_assignment,
-    "knn": knn,
-}
-"""Name -> classifier. Add to it with :func:`register_classifier`, never by assignment from other modules."""
+def cosine_prototype(support: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
+    """InfoPatch's evaluation (seed 004; the authors' ``forward_test``): cosine similarity of each pooled query feature to
+    the mean of its class's pooled support features, both L2-normalised (no centring).
+
+    ``support [E, w, n, D]``, ``query [E, Q, D]`` -> ``[E, Q, w]`` (the classifier protocol; the scale of 7 does
+    not change the argmax and is left out).
+    """
+    protos = F.normalize(support.mean(2), dim=-1, eps=1e-12)
+    return torch.einsum("eqd,ewd->eqw", F.normalize(query, dim=-1, eps=1e-12), protos)
+
+
+
+
+def cosine_nearest_sample(support: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
+    """The paper's test rule (seed 004, Eq. 2): ``j* = argmax_j f^q_i . f^s_j`` over every support sample, both
+    L2-normalised (the "testing phase" normalises as in training); the query takes the class of ``j*``.
+
+    ``scores[e, q, c] = max_{j in S_c} cos(query[e, q], support[e, c, j])``, so ``argmax_c`` is the class of the
+    nearest support sample. ``support [E, w, n, D]``, ``query [E, Q, D]`` -> ``[E, Q, w]`` (the classifier
+    protocol). With one shot it is :func:`cosine_prototype`; with
+    more it differs from the code's test (cosine to the class mean).
+    """
+    if support.dim() != 4 or query.dim() != 3 or support.shape[0] != query.shape[0] \
+            or support.shape[3] != query.shape[2]:
+        raise ValueError(f"cosine_nearest_sample takes support [E, w, n, D] and query [E, Q, D], got "
+                         f"{tuple(support.shape)} and {tuple(query.shape)}")
+    e, w, n, d = support.shape
+    s = F.normalize(support, dim=-1, eps=1e-12).reshape(e, w * n, d)
+    cos = torch.bmm(F.normalize(query, dim=-1, eps=1e-12), s.transpose(1, 2))  # [E, Q, w*n]
+    return cos.reshape(e, -1, w, n).amax(-1)
+
+
+CLASSIFIERS: Registry[Classifier] = Registry("classifier", "studylib.evaluation")
+"""Name -> classifier, filled by the modules of ``studylib.evaluation`` that define them (:func:`register_classifier`);
+a lookup of a name not registered yet imports those modules first (:class:`studylib.registry.Registry`)."""
 
 
 def register_classifier(name: str, fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
@@ -152,13 +187,17 @@ def register_classifier(name: str, fn: Callable[[torch.Tensor, torch.Tensor], to
         raise ValueError(f"classifier name must be a non-empty string, got {name!r}")
     if not callable(fn):
         raise ValueError(f"register_classifier({name!r}, ...) needs a callable (support, query) -> scores")
-    old = CLASSIFIERS.get(name)
+    old = CLASSIFIERS.held(name)
     same = old is fn or (old is not None and _origin(old) == _origin(fn) and None not in _origin(fn))
     if old is not None and not same and not overwrite:
         raise ValueError(f"a classifier named {name!r} is already registered; pick another name or pass "
                          f"overwrite=True")
-    CLASSIFIERS[name] = fn
-    return fn
+    return CLASSIFIERS.register(name, fn, replace=True)
+
+
+for _name, _fn in (("nearest_centroid", nearest_centroid), ("soft_assignment", soft_assignment), ("knn", knn),
+                   ("cosine_prototype", cosine_prototype), ("cosine_nearest_sample", cosine_nearest_sample)):
+    register_classifier(_name, _fn)
 
 
 def _origin(fn: object) -> tuple[str | None, str | None]:
@@ -173,6 +212,5 @@ def get_classifier(name_or_fn: str | Classifier) -> tuple[str, Classifier]:
             or type(fn).__name__
         return name, fn
     if name_or_fn not in CLASSIFIERS:
-        raise ValueError(f"unknown classifier {name_or_fn!r}; registered: {sorted(CLASSIFIERS)} (modules such "
-                         f"as studylib.evaluation.logreg register more when imported)")
+        raise ValueError(CLASSIFIERS.unknown(name_or_fn))
     return name_or_fn, CLASSIFIERS[name_or_fn]

@@ -88,7 +88,7 @@ def extract_features(fn: Callable[[torch.Tensor], torch.Tensor], images: torch.T
     if held and {d.type for d in held} != {device.type}:
         raise ValueError(f"extract_features: the model's weights are on {', '.join(sorted(map(str, held)))} but "
                          f"the images go to {device}; move the model first (method.to(device)), or load it with "
-                         f"studylib.experiments.runner.load_trained, which puts it on its run's device")
+                         f"studylib.runs.runner.load_trained, which puts it on its run's device")
     cuda = device.type == "cuda"
     if transform is None:
         def transform(x: torch.Tensor) -> torch.Tensor:

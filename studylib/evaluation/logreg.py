@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import torch
 
+from studylib.evaluation.classifiers import register_classifier
+
 
 def _objective(theta: torch.Tensor, phi: torch.Tensor, y1h: torch.Tensor, pen: torch.Tensor) -> torch.Tensor:
     """Objective for ``theta [..., w, r+1]`` (broadcast over leading dims after E), ``phi [E, S, r+1]``."""
@@ -147,5 +149,7 @@ def logreg_classifier(support: torch.Tensor, query: torch.Tensor, C: float = 1.0
     weight, bias = fit_logreg(support.reshape(e, w * n, dim), y, w, C=C)
     return torch.einsum("eqd,ecd->eqc", query, weight) + bias[:, None, :]
 
+
+register_classifier("logreg", logreg_classifier)
 
 __all__ = ["fit_logreg", "logreg_classifier"]

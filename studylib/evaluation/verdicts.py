@@ -489,7 +489,7 @@ class Claim:
         unit: the factor the table shows ``measured`` in (100 for accuracies, 1 for counts).
 
     ``verdict`` / ``reason`` / ``judgement``: the claim's judgement in its table's family once it belongs to a
-    :class:`~studylib.experiments.claims.ClaimsTable`, else in a family of its own.
+    :class:`~studylib.claims.table.ClaimsTable`, else in a family of its own.
     """
 
     id: str

@@ -28,14 +28,14 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
+from studylib.claims.table import ClaimsTable
 from studylib.config import param
 from studylib.evaluation import stats
 from studylib.evaluation.verdicts import Claim, Expectation
 from studylib.experiments import episodes_contract as ct
 from studylib.experiments import regimes
-from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.episodes_common import Variant, episode_shape, episodic, nca, pairs_used
-from studylib.experiments.runner import Outcome
+from studylib.runs.runner import Outcome
 
 NOTEBOOK = "04_ablations"
 

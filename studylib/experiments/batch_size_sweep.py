@@ -18,14 +18,14 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
+from studylib.claims.table import ClaimsTable
 from studylib.config import param
 from studylib.evaluation import stats
 from studylib.evaluation.verdicts import Claim, Expectation
 from studylib.experiments import regimes
-from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.episodes_common import (SweepParams, Variant, accuracy, episode_shape, episodic, nca,
                                                   paired, run_variants, train_size)
-from studylib.experiments.runner import Outcome
+from studylib.runs.runner import Outcome
 
 NOTEBOOK = "02_batch_size_sweep"
 PANELS = {"PN": "nearest_centroid", "MN": "soft_assignment"}

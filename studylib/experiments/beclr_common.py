@@ -1,18 +1,18 @@
 """What notebooks 06-08 (seed 001, BECLR) share: parameters, run specs, per-epoch snapshots, OpTA evaluation.
 
 * :class:`BeclrParams` holds the pretraining and evaluation parameters of every BECLR notebook; each notebook's
-  ``Params`` extends it. :func:`beclr_spec` turns them into a :class:`~studylib.experiments.runner.RunSpec`
+  ``Params`` extends it. :func:`beclr_spec` turns them into a :class:`~studylib.runs.runner.RunSpec`
   (``method="beclr"``); the DyCE variants and the Table 5 ablations differ only in their method options, so a
   run trained by one notebook is reused by the others (the run folder is ``beclr001-<label>-<hash>``).
 * :func:`train_with_snapshots` trains a spec through the run store like
-  :func:`~studylib.experiments.runner.run_spec`, and at the end of every epoch saves the student backbone and
+  :func:`~studylib.runs.runner.run_spec`, and at the end of every epoch saves the student backbone and
   the teacher DyCE memory (:meth:`~studylib.methods.dyce.DyCE.snapshot`) to ``snapshot-eNNN.pt`` in the run
   folder. The hook is the loop's per-epoch ``validate(method, epoch)`` callback (the runner's validator is
   still called inside it), so no library code changes. Fig. 6 (memory) and Fig. 7 (accuracy over
   pretraining) read these snapshots.
 * Evaluation follows BECLR's inference (Sec. 4.2, PAPER-NOTES 001): features standardised per sample, then
   either logistic regression on the support set ("without OpTA") or OpTA + logistic regression on the
-  transported prototypes (:func:`~studylib.methods.opta.opta_classifier`). Both see the same episodes, so
+  transported prototypes (:func:`~studylib.evaluation.opta.opta_classifier`). Both see the same episodes, so
   per-episode differences give paired confidence intervals (:func:`paired_gain`).
 """
 
@@ -28,13 +28,13 @@ from studylib.data.base import ImageSplit
 from studylib.evaluation import episode_seed, evaluate
 from studylib.evaluation.evaluate import EvalResult
 from studylib.evaluation.logreg import logreg_classifier
+from studylib.evaluation.opta import opta_classifier, standardize
 from studylib.evaluation.verdicts import Regime
 from studylib.experiments.common import BACKBONES, DataParams, data_spec, load_data
-from studylib.experiments.runner import (EvalSpec, Outcome, RunSpec, build_parts, check_protocol, features_of,
+from studylib.methods.dyce import VARIANTS
+from studylib.runs.runner import (EvalSpec, Outcome, RunSpec, build_parts, check_protocol, features_of,
                                          load_trained, make_validator, resolve_no_wait, run_lock, run_spec,
                                          take_run_lock)
-from studylib.methods.dyce import VARIANTS
-from studylib.methods.opta import opta_classifier, standardize
 from studylib.training import distributed
 from studylib.training.loop import SCHEDULES, TrainConfig, train
 from studylib.training.runstore import Run, RunStore
@@ -195,7 +195,7 @@ def train_with_snapshots(spec: RunSpec, store: RunStore | None = None, progress:
     """Train ``spec`` through the run store, saving a snapshot at the end of every epoch; then evaluate it.
 
     Resumes an interrupted run (the snapshots of finished epochs are kept); a finished run is only loaded.
-    The final evaluation and ``weights.pt`` come from :func:`~studylib.experiments.runner.run_spec`, which finds
+    The final evaluation and ``weights.pt`` come from :func:`~studylib.runs.runner.run_spec`, which finds
     the completed checkpoint and trains nothing more.
 
     Raises:
@@ -346,10 +346,10 @@ def checkpoint_curve(p: BeclrParams, outcome: Outcome, include_init: bool = True
 def initial_eval(p: BeclrParams, outcome: Outcome, store: RunStore | None = None
                  ) -> dict[tuple[str, int], EvalResult]:
     """Few-shot accuracy with and without OpTA of the run's untrained network: its encoder as
-    :func:`~studylib.experiments.runner.build_parts` initialises it for the run's training seed (Fig. 7's epoch
+    :func:`~studylib.runs.runner.build_parts` initialises it for the run's training seed (Fig. 7's epoch
     0), on ``p``'s episodes of that seed, so ``trained - initial`` is paired per episode.
 
-    Stored in the run store's untrained folder of the network (:func:`~studylib.experiments.runner.untrained_config`:
+    Stored in the run store's untrained folder of the network (:func:`~studylib.runs.runner.untrained_config`:
     the data, the seed and the SHA-256 of the initial encoder, since BECLR's features are the backbone's), one
     file per evaluation setting: the runs of one seed that share an encoder (DyCE, its memory variants, the
     Table 5 rows, the Table 6 settings that keep the backbone) share one evaluation.
@@ -357,7 +357,7 @@ def initial_eval(p: BeclrParams, outcome: Outcome, store: RunStore | None = None
     Returns:
         ``{(classifier, shots): EvalResult}`` as :func:`final_eval`.
     """
-    from studylib.experiments.runner import UNTRAINED, untrained_config, untrained_network
+    from studylib.runs.runner import UNTRAINED, untrained_config, untrained_network
     spec = outcome.spec
     method, transform, dataset = untrained_network(spec)
     store = store or RunStore(outcome.run.path.parent)  # beside the trained run, in its store

@@ -16,14 +16,14 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
+from studylib.claims.table import ClaimsTable
 from studylib.evaluation import stats
 from studylib.evaluation.evaluate import EvalResult
 from studylib.evaluation.verdicts import Claim, Expectation
+from studylib.experiments import regimes
 from studylib.experiments.beclr_common import (PAPER_BECLR_RN18, BeclrParams, beclr_spec, checkpoint_curve,
                                                load_data, run_seeds, train_images)
-from studylib.experiments import regimes
-from studylib.experiments.claims import ClaimsTable
-from studylib.experiments.runner import Outcome, RunSpec
+from studylib.runs.runner import Outcome, RunSpec
 
 NOTEBOOK = "06_beclr_pretraining"
 Curve = dict[int, dict[tuple[str, int], EvalResult]]

@@ -11,8 +11,8 @@ from studylib.data.base import ROOT_RULE, FewShotDataset
 from studylib.data.glyphs import SPLITS as GLYPH_SPLITS
 from studylib.data.readers import FOLDER_SPLITS, OMNIGLOT_SPLITS
 from studylib.data.synthfs import SPLITS as SYNTHFS_SPLITS
-from studylib.experiments.runner import DataSpec
 from studylib.paths import SCALES
+from studylib.runs.runner import DataSpec
 
 BACKBONES = ("conv4", "resnet12_basic", "resnet12", "resnet18", "resnet50")
 CLASSIFIERS = ("nearest_centroid", "soft_assignment", "knn")

@@ -29,15 +29,16 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from studylib.claims.table import ClaimsTable
 from studylib.config import param
 from studylib.evaluation import stats
 from studylib.evaluation.verdicts import Claim, Expectation, beats
 from studylib.experiments import episodes_contract as ct
 from studylib.experiments import regimes
-from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.common import CLASSIFIERS
 from studylib.experiments.episodes_common import Variant, episode_shape, episodic, nca
-from studylib.experiments.runner import Outcome, run_sweep
+from studylib.runs.runner import Outcome
+from studylib.runs.sweeps import run_sweep
 
 NOTEBOOK = "05_comparison"
 

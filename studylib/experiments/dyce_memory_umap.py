@@ -25,15 +25,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from studylib.claims.table import ClaimsTable
 from studylib.config import param
 from studylib.evaluation import projection, stats
 from studylib.evaluation.verdicts import Claim, Expectation
 from studylib.experiments import regimes
 from studylib.experiments.beclr_common import (BeclrParams, final_eval, learned_check, load_data, load_snapshot,
                                                per_seed, run_seeds, snapshot_epochs, variant)
-from studylib.experiments.claims import ClaimsTable
-from studylib.experiments.runner import Outcome, load_trained
 from studylib.methods.dyce import VARIANTS, kmeans
+from studylib.runs.runner import Outcome, load_trained
 from studylib.utils import get_device, mean_ci95
 
 NOTEBOOK = "07_dyce_memory_umap"

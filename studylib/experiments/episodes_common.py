@@ -3,7 +3,7 @@
 A :class:`Variant` is one way of training an embedding in the paper: a loss (NCA, PN, MN, CE or an ablation
 switch of :mod:`studylib.methods.episodes`), a batch construction (shuffled, with replacement, fixed
 composition, or an episode ``w`` ways x ``n`` shots + ``m`` queries) and a batch size. :func:`make_spec` turns
-a variant, the notebook's parameters and a seed into a :class:`~studylib.experiments.runner.RunSpec`.
+a variant, the notebook's parameters and a seed into a :class:`~studylib.runs.runner.RunSpec`.
 
 Conventions that make the sweeps comparable (Sec. 3.2, PAPER-NOTES 000):
 
@@ -26,7 +26,8 @@ import torch
 from studylib.config import param
 from studylib.evaluation import stats
 from studylib.experiments.common import BACKBONES, CLASSIFIERS, FEW_SHOT_DATASETS, DataParams, data_spec, load_data
-from studylib.experiments.runner import EvalSpec, Outcome, RunSpec, run_sweep
+from studylib.runs.runner import EvalSpec, Outcome, RunSpec
+from studylib.runs.sweeps import run_sweep
 from studylib.training.loop import OPTIMIZERS, SCHEDULES, TrainConfig
 from studylib.utils import mean_ci95
 

@@ -24,7 +24,8 @@ from typing import Any, Iterable, Sequence
 from studylib.config import param
 from studylib.evaluation import stats
 from studylib.experiments.episodes_common import CommonParams, Variant, make_spec, train_size  # noqa: F401
-from studylib.experiments.runner import Outcome, RunSpec, run_sweep
+from studylib.runs.runner import Outcome, RunSpec
+from studylib.runs.sweeps import run_sweep
 
 # Data sets in the paper's regime: about 600 images per class, 64 training classes (miniImageNet, CIFAR-FS),
 # or tieredImageNet's larger split; and the embedded synthfs set built to match CIFAR-FS's counts.

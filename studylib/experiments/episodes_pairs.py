@@ -14,9 +14,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
+from studylib.claims.table import ClaimsTable
 from studylib.config import param
 from studylib.evaluation.verdicts import Claim, Expectation
-from studylib.experiments.claims import ClaimsTable
 from studylib.methods.episodes import ablation_pairs, episode_loss, table1_pairs
 from studylib.paths import SCALES
 

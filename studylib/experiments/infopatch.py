@@ -38,15 +38,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-import studylib.methods.infopatch as ip
+from studylib.claims.table import ClaimsTable
 from studylib.config import param
 from studylib.data.samplers import EpisodicSampler
 from studylib.evaluation import stats
 from studylib.evaluation.verdicts import Claim, Expectation
 from studylib.experiments import regimes
-from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.common import FEW_SHOT_DATASETS, DataParams, data_spec
-from studylib.experiments.runner import DataSpec, EvalSpec, Outcome, RunSpec, load_trained, run_sweep
+import studylib.methods.infopatch as ip
+from studylib.runs.runner import DataSpec, EvalSpec, Outcome, RunSpec, load_trained
+from studylib.runs.sweeps import run_sweep
 from studylib.training.loop import TrainConfig
 
 NOTEBOOK = "13_infopatch"

@@ -16,7 +16,7 @@ on (:mod:`studylib.preflight`).
 and shown above the claims table; a claim gated by a check that did not pass reads "not tested":
 
 * *learned*: a trained network beats its **untrained network** (the same architecture as
-  :func:`~studylib.experiments.runner.build_parts` initialises it for the run's training seed, before any
+  :func:`~studylib.runs.runner.build_parts` initialises it for the run's training seed, before any
   step: :func:`untrained_network`) by at least :data:`UNTRAINED_MARGIN` on the same evaluation episodes, a
   paired difference per seed whose lower 95% bound over seeds must reach the margin (:func:`learned`). It gates
   every comparison the network enters. A claim about a trained number against the paper's number is not gated:
@@ -44,8 +44,8 @@ from studylib.evaluation.verdicts import Regime
 from studylib.experiments import regimes
 from studylib.experiments.regimes import (GAP_TOLERANCE, LEVEL_FRACTION, UNTRAINED_MARGIN, paper_level,
                                           within_paper_gap)
-from studylib.experiments.runner import Outcome, build_parts
 from studylib.methods.base import Method
+from studylib.runs.runner import Outcome, build_parts
 from studylib.utils import get_device
 
 # The margins and the level checks are every notebook's (studylib/experiments/regimes.py): 5 points over the
@@ -66,10 +66,10 @@ def proxy_note(p: Any) -> str:
 
 def untrained_network(outcome: Outcome, device: torch.device | str | None = None
                       ) -> tuple[Method, Callable[[torch.Tensor], torch.Tensor], FewShotDataset]:
-    """The network a run started from: :func:`~studylib.experiments.runner.build_parts` seeds torch with the
+    """The network a run started from: :func:`~studylib.runs.runner.build_parts` seeds torch with the
     run's training seed before it builds the backbone and the method, so this is the run's initial network
     (no step taken), in eval mode on ``device`` (None: the run's device), with its evaluation transform and the
-    data set, as :func:`~studylib.experiments.runner.load_trained` returns the trained one."""
+    data set, as :func:`~studylib.runs.runner.load_trained` returns the trained one."""
     spec = outcome.spec
     dataset = spec.data.load()
     method, transform = build_parts(spec, dataset)

@@ -21,18 +21,18 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
+from studylib.claims.table import ClaimsTable
 from studylib.config import load_params, param
 from studylib.evaluation import stats
 from studylib.evaluation.episodes import sample_episodes
+from studylib.evaluation.opta import opta, standardize
 from studylib.evaluation.projection import umap_2d
 from studylib.evaluation.verdicts import Claim, Expectation
 from studylib.experiments import regimes
 from studylib.experiments.beclr_common import (EVAL_SEED, BeclrParams, evaluate_features, final_eval,
                                                final_features, learned_check, load_data, logreg_standardized,
                                                opta_for, per_seed, run_seeds)
-from studylib.experiments.claims import ClaimsTable
-from studylib.experiments.runner import Outcome, features_of, load_trained, run_spec
-from studylib.methods.opta import opta, standardize
+from studylib.runs.runner import Outcome, features_of, load_trained, run_spec
 from studylib.utils import get_device
 
 NOTEBOOK = "08_opta_before_after"

@@ -25,15 +25,15 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
+from studylib.claims.table import ClaimsTable
 from studylib.config import param
 from studylib.evaluation import stats
 from studylib.evaluation.verdicts import Claim, Expectation
 from studylib.experiments import regimes
-from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.episodes_common import (SweepParams, Variant, accuracy, episode_shape, episodic, nca,
                                                   paired, run_variants, train_size)
-from studylib.experiments.runner import Outcome
 from studylib.methods.episodes import REDUCTIONS, table1_pairs
+from studylib.runs.runner import Outcome
 
 NOTEBOOK = "03_pair_subsampling"
 CLASSIFIER = "nearest_centroid"  # Fig. 3 uses the paper's default classifier for every model

@@ -9,13 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from studylib.claims.table import ClaimsTable
 from studylib.config import param
 from studylib.evaluation import stats
 from studylib.evaluation.verdicts import Claim, Expectation, beats
 from studylib.experiments import regimes
-from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.common import BACKBONES, CLASSIFIERS, DataParams, data_spec, load_data  # noqa: F401 (load_data: the notebook calls qs.load_data)
-from studylib.experiments.runner import EvalSpec, Outcome, RunSpec, run_sweep
+from studylib.runs.runner import EvalSpec, Outcome, RunSpec
+from studylib.runs.sweeps import run_sweep
 from studylib.training.loop import OPTIMIZERS, SCHEDULES, TrainConfig
 
 NOTEBOOK = "00_quickstart"

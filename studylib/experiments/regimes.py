@@ -4,13 +4,13 @@ A paper's claim about a method ("NCA beats PN", "OpTA helps good features") is a
 model that did not (too few steps, a baseline trained too briefly) turns such a claim into a statement about a
 random network, and more seeds only make that look decisive. So every notebook with trained claims states
 :class:`~studylib.evaluation.verdicts.Regime` checks, computed from the same runs, shown above its claims table
-(:meth:`~studylib.experiments.claims.ClaimsTable.show`) and saved with it; a claim gated by a check that did not
+(:meth:`~studylib.claims.table.ClaimsTable.show`) and saved with it; a claim gated by a check that did not
 pass reads "not tested: regime check failed: ..." (:func:`~studylib.evaluation.verdicts.judge_family`).
 
 Two kinds:
 
 * **learned**: a trained model beats its untrained network, the same architecture randomly initialised for the
-  same training seed (:func:`~studylib.experiments.runner.run_untrained`), by at least :data:`UNTRAINED_MARGIN`
+  same training seed (:func:`~studylib.runs.runner.run_untrained`), by at least :data:`UNTRAINED_MARGIN`
   on the same evaluation episodes (a paired difference per seed: :func:`gain_over_untrained`); passed when the
   lower end of its 95% interval over seeds reaches the margin (:meth:`Regime.at_least`).
 * **level**: a baseline reaches the level its paper implies: within the paper's gap of the method it is compared
@@ -31,7 +31,7 @@ from typing import Hashable, Iterable, Mapping, Sequence, TypeVar
 
 from studylib.evaluation import stats
 from studylib.evaluation.verdicts import Regime
-from studylib.experiments.runner import Outcome, run_untrained
+from studylib.runs.runner import Outcome, run_untrained
 from studylib.training.runstore import RunStore
 
 K = TypeVar("K", bound=Hashable)
@@ -45,7 +45,7 @@ GAP_TOLERANCE = 0.05  # a baseline lies within the paper's gap to the method plu
 
 
 def untrained(outcomes: Sequence[Outcome]) -> list[Outcome]:
-    """The untrained network of each trained run (:func:`~studylib.experiments.runner.run_untrained`), evaluated
+    """The untrained network of each trained run (:func:`~studylib.runs.runner.run_untrained`), evaluated
     on that run's episodes, in the run's store; models that share a backbone and a seed share one evaluation."""
     return [run_untrained(o.spec, RunStore(o.run.path.parent)) for o in outcomes]
 

@@ -48,17 +48,18 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
+from studylib.claims.table import ClaimsTable
 from studylib.config import param
 from studylib.evaluation import episode_seed, extract_features, stats
 from studylib.evaluation.retrieval import average_precision, retrieval_tasks, svm_negatives
 from studylib.evaluation.verdicts import Claim, Expectation, Regime
-from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.common import BACKBONES, DataParams, data_spec as common_data_spec
 from studylib.experiments.common import load_data  # noqa: F401 (the notebook calls mod.load_data)
 from studylib.experiments.omniglot_evidence import learned, proxy_note, untrained_network, within_paper_gap
-from studylib.experiments.runner import DataSpec, EvalSpec, Outcome, RunSpec, load_trained, run_sweep
 from studylib.methods.set2model import EVAL_ONLY, SCORES, fit_sets, histogram_loss, score_sets, violation_rate
 from studylib.numerics.gaussian import GRADS
+from studylib.runs.runner import DataSpec, EvalSpec, Outcome, RunSpec, load_trained
+from studylib.runs.sweeps import run_sweep
 from studylib.training.loop import OPTIMIZERS, TrainConfig
 from studylib.utils import config_hash, get_device
 

@@ -41,17 +41,18 @@ import matplotlib.pyplot as plt
 import torch
 
 from studylib import plots
+from studylib.claims.table import ClaimsTable
 from studylib.config import param
 from studylib.data.base import FewShotDataset
 from studylib.evaluation import episode_seed, evaluate, extract_features, stats
 from studylib.evaluation.classifiers import nearest_centroid, soft_assignment
+from studylib.evaluation.likelihood import likelihood_classifier
 from studylib.evaluation.verdicts import Claim, Expectation, Regime
-from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.common import DataParams
 from studylib.experiments.omniglot_evidence import learned, paper_level, proxy_note, untrained_network
-from studylib.experiments.runner import DataSpec, EvalSpec, Outcome, RunSpec, load_trained, run_sweep
 from studylib.experiments.spe_common import cached
-from studylib.methods.set2model import likelihood_classifier
+from studylib.runs.runner import DataSpec, EvalSpec, Outcome, RunSpec, load_trained
+from studylib.runs.sweeps import run_sweep
 from studylib.training.loop import OPTIMIZERS, TrainConfig
 from studylib.utils import get_device
 

@@ -1,6 +1,6 @@
 """What notebooks 09 and 10 (seed 002, Stochastic Prototype Embeddings) share: specs, features, evaluation.
 
-Both notebooks train through :mod:`studylib.experiments.runner` (runs cached by configuration hash) and then
+Both notebooks train through :mod:`studylib.runs.runner` (runs cached by configuration hash) and then
 evaluate here, because the runner's own evaluation applies registered classifiers to CL2N-normalised
 features, which is wrong for an SPE:
 
@@ -23,9 +23,9 @@ import torch
 
 from studylib.data.base import FewShotDataset
 from studylib.evaluation import episode_seed, evaluate, extract_features, get_classifier
-from studylib.experiments.runner import EvalSpec, Outcome, load_trained
 from studylib.methods.base import Method
 from studylib.methods.spe import SPEMethod
+from studylib.runs.runner import EvalSpec, Outcome, load_trained
 from studylib.utils import config_hash
 
 KINDS = ("spe", "pn")  # SPE (stochastic) or its deterministic sibling, the Prototypical Network

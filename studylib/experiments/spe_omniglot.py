@@ -38,15 +38,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
+from studylib.claims.table import ClaimsTable
 from studylib.config import param
 from studylib.data.base import FewShotDataset
 from studylib.evaluation import stats
 from studylib.evaluation.verdicts import Claim, Expectation, Regime
-from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.common import DataParams
 from studylib.experiments.omniglot_evidence import learned, proxy_note, untrained_network, within_paper_gap
-from studylib.experiments.runner import DataSpec, Outcome, RunSpec, run_sweep
 from studylib.experiments.spe_common import eval_spec_stub, few_shot_accuracies, method_parts
+from studylib.runs.runner import DataSpec, Outcome, RunSpec
+from studylib.runs.sweeps import run_sweep
 from studylib.training.loop import OPTIMIZERS, TrainConfig
 from studylib.utils import config_hash
 

@@ -36,6 +36,7 @@ import torch
 from matplotlib.offsetbox import AnnotationBbox, OffsetImage
 from matplotlib.patches import Ellipse
 
+from studylib.claims.table import ClaimsTable
 from studylib.config import param
 from studylib.data.base import FewShotDataset
 from studylib.data.lshapes import (LShapeFactors, LShapeProbe, LShapeSpec, bayes_classify, bayes_optimal_accuracy,
@@ -43,15 +44,14 @@ from studylib.data.lshapes import (LShapeFactors, LShapeProbe, LShapeSpec, bayes
 from studylib.evaluation import stats
 from studylib.evaluation.verdicts import Claim, Expectation
 from studylib.experiments import regimes
-from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.common import DataParams
-from studylib.experiments.runner import (DataSpec, Outcome, RunSpec, load_trained, run_sweep, run_untrained,
-                                         untrained_network)
 from studylib.experiments.spe_common import (cached, eval_spec_stub, few_shot_accuracies, method_parts, model_features,
                                              split_gaussian_features)
 from studylib.methods.base import Method
-from studylib.training.runstore import RunStore
+from studylib.runs.runner import DataSpec, Outcome, RunSpec, load_trained, run_untrained, untrained_network
+from studylib.runs.sweeps import run_sweep
 from studylib.training.loop import OPTIMIZERS, SCHEDULES, TrainConfig
+from studylib.training.runstore import RunStore
 from studylib.utils import mean_ci95
 
 NOTEBOOK = "09_spe_synthetic"
@@ -241,8 +241,8 @@ class Analysis:
 
 def untrained_accuracies(p: Params, outcome: Outcome) -> torch.Tensor:
     """``[E]`` held-out accuracies (as :func:`heldout_accuracies`, the same episodes) of the run's untrained
-    network: the SPE as :func:`~studylib.experiments.runner.build_parts` initialises it for the run's training
-    seed, evaluated once and cached in its untrained folder (:func:`~studylib.experiments.runner.run_untrained`)."""
+    network: the SPE as :func:`~studylib.runs.runner.build_parts` initialises it for the run's training
+    seed, evaluated once and cached in its untrained folder (:func:`~studylib.runs.runner.run_untrained`)."""
     base = run_untrained(outcome.spec, RunStore(outcome.run.path.parent))
     return heldout_accuracies(Trained(base, *untrained_network(outcome.spec)), p)
 

@@ -24,13 +24,14 @@ from pathlib import Path
 from typing import Any
 
 
+from studylib.claims.table import ClaimsTable
 from studylib.config import ParamError, param
 from studylib.evaluation import stats
 from studylib.evaluation.verdicts import Claim, Expectation
-from studylib.experiments.claims import ClaimsTable
 from studylib.experiments.common import BACKBONES, check_data_params
 from studylib.paths import SCALES
-from studylib.experiments.runner import DataSpec, EvalSpec, Outcome, RunSpec, run_sweep
+from studylib.runs.runner import DataSpec, EvalSpec, Outcome, RunSpec
+from studylib.runs.sweeps import run_sweep
 from studylib.training.loop import TrainConfig
 
 NOTEBOOK = "90_use_your_data"

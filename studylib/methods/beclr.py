@@ -43,8 +43,8 @@ from torch import nn
 
 from studylib.data.samplers import Batch
 from studylib.methods.base import Method
-from studylib.methods import register_method
 from studylib.methods.dyce import DyCE
+from studylib.methods.registry import register_method
 from studylib.models.heads import MLP
 
 

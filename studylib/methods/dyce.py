@@ -52,7 +52,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from studylib.numerics.ot import autocast_off, sinkhorn_log
+from studylib.numerics.guards import autocast_off
+from studylib.numerics.ot import sinkhorn_log
 
 VARIANTS = ("dyce", "fifo", "kmeans")
 

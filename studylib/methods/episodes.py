@@ -82,8 +82,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from studylib.data.samplers import Batch
-from studylib.methods import register_method
 from studylib.methods.base import Method
+from studylib.methods.registry import register_method
 
 KINDS = ("nca", "pn", "mn")
 REDUCTIONS = ("anchors", "batch")

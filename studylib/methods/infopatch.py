@@ -50,9 +50,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from studylib.data.samplers import Batch
-from studylib.evaluation.classifiers import register_classifier
-from studylib.methods import register_method
 from studylib.methods.base import Method
+from studylib.methods.registry import register_method
 
 BOXES = ("episode", "query")
 BLOCKS = ("code", "paper", "none")
@@ -399,39 +398,3 @@ def build_infopatch(backbone: nn.Module, augment: Callable[[Tensor], Tensor], nu
                     train_labels: Tensor | None = None, **params: Any) -> InfoPatchMethod:
     """InfoPatch (seed 004); ``num_classes`` and ``train_labels`` come from the runner's context."""
     return InfoPatchMethod(backbone, augment, num_classes=num_classes, train_labels=train_labels, **params)
-
-
-def cosine_prototype(support: Tensor, query: Tensor) -> Tensor:
-    """InfoPatch's evaluation (the code's ``forward_test``): cosine similarity of each pooled query feature to
-    the mean of its class's pooled support features, both L2-normalised (no centring).
-
-    ``support [E, w, n, D]``, ``query [E, Q, D]`` -> ``[E, Q, w]`` (the classifier protocol of
-    :mod:`studylib.evaluation.classifiers`; the scale of 7 does not change the argmax and is left out).
-    """
-    protos = F.normalize(support.mean(2), dim=-1, eps=1e-12)
-    return torch.einsum("eqd,ewd->eqw", F.normalize(query, dim=-1, eps=1e-12), protos)
-
-
-register_classifier("cosine_prototype", cosine_prototype)
-
-
-def cosine_nearest_sample(support: Tensor, query: Tensor) -> Tensor:
-    """The paper's test rule (seed 004, Eq. 2): ``j* = argmax_j f^q_i . f^s_j`` over every support sample, both
-    L2-normalised (the "testing phase" normalises as in training); the query takes the class of ``j*``.
-
-    ``scores[e, q, c] = max_{j in S_c} cos(query[e, q], support[e, c, j])``, so ``argmax_c`` is the class of the
-    nearest support sample. ``support [E, w, n, D]``, ``query [E, Q, D]`` -> ``[E, Q, w]`` (the classifier
-    protocol of :mod:`studylib.evaluation.classifiers`). With one shot it is :func:`cosine_prototype`; with
-    more it differs from the code's test (cosine to the class mean).
-    """
-    if support.dim() != 4 or query.dim() != 3 or support.shape[0] != query.shape[0] \
-            or support.shape[3] != query.shape[2]:
-        raise ValueError(f"cosine_nearest_sample takes support [E, w, n, D] and query [E, Q, D], got "
-                         f"{tuple(support.shape)} and {tuple(query.shape)}")
-    e, w, n, d = support.shape
-    s = F.normalize(support, dim=-1, eps=1e-12).reshape(e, w * n, d)
-    cos = torch.bmm(F.normalize(query, dim=-1, eps=1e-12), s.transpose(1, 2))  # [E, Q, w*n]
-    return cos.reshape(e, -1, w, n).amax(-1)
-
-
-register_classifier("cosine_nearest_sample", cosine_nearest_sample)

@@ -15,7 +15,8 @@ The model (seed 002, Sec. 2):
 
 Everything works in log-densities with ``logsumexp``; no density is exponentiated and nothing is clamped
 away. Diagonal Gaussian log-densities between a set of points and a set of classes are computed by
-expanding the quadratic form into two matrix products (:func:`diag_gauss_logpdf`), so the memory of an
+expanding the quadratic form into two matrix products
+(:func:`~studylib.numerics.gaussian.pairwise_diag_gaussian_logpdf`), so the memory of an
 evaluation with 200 samples is ``O(E * Q * S * K)``, never ``O(E * Q * S * K * d)``. Everything here is
 written by hand instead of through ``torch.distributions`` because those objects broadcast to the full
 ``[..., Q, S, K, d]`` tensor and cannot share one matmul across samples and classes.
@@ -29,7 +30,6 @@ default of :func:`spe_classifier` and :meth:`SPEMethod.log_posterior`.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from typing import Callable, Literal
 
@@ -39,10 +39,11 @@ from torch import nn
 
 from studylib.data.samplers import Batch
 from studylib.methods.base import Method
-from studylib.methods import register_method
+from studylib.methods.registry import register_method
+from studylib.numerics.gaussian import LOG_2PI, pairwise_diag_gaussian_logpdf
+from studylib.numerics.guards import at_least_float32, autocast_off
 
 Sampler = Literal["naive", "intersection"]
-_LOG_2PI = math.log(2.0 * math.pi)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -102,8 +103,8 @@ def split_gaussian(h: torch.Tensor, min_var: float = 0.0) -> tuple[torch.Tensor,
     downstream (issue 9). The softplus runs with autocast off, on the float32 upcast.
     """
     d = h.shape[-1] // 2
-    with _no_autocast(h):
-        (h,) = _at_least_float32(h)
+    with autocast_off(h.device.type):
+        (h,) = at_least_float32(h)
         return h[..., :d], F.softplus(h[..., d:]) + min_var
 
 
@@ -131,42 +132,9 @@ def eps_init(support_size: int, dim: int, eps0: float = 0.01) -> float:
 # Densities and posteriors (Eq. 4-8)
 # ----------------------------------------------------------------------------------------------------------
 
-def diag_gauss_logpdf(z: torch.Tensor, mu: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
-    """Log-densities of every point under every diagonal Gaussian: ``out[..., i, k] = log N(z_i; mu_k, var_k)``.
-
-    The quadratic form is expanded, ``sum_d (z - mu)^2 / var = z^2 . (1/var) - 2 z . (mu/var) + mu^2 . (1/var)``,
-    so two matmuls replace an ``[..., N, K, d]`` intermediate.
-
-    Args:
-        z: ``[..., N, d]``.
-        mu, var: ``[..., K, d]`` (batch dimensions broadcast with ``z``'s), ``var > 0``.
-
-    Returns:
-        ``[..., N, K]``, in at least float32: autocast is switched off here because the expanded quadratic
-        form cancels catastrophically in bfloat16/float16.
-    """
-    with _no_autocast(z):
-        z, mu, var = _at_least_float32(z, mu, var)
-        prec = var.reciprocal()
-        quad = (torch.matmul(z * z, prec.transpose(-1, -2)) - 2.0 * torch.matmul(z, (mu * prec).transpose(-1, -2))
-                + (mu * mu * prec).sum(-1).unsqueeze(-2))
-        return -0.5 * (quad + torch.log(var).sum(-1).unsqueeze(-2) + z.shape[-1] * _LOG_2PI)
-
-
-def _no_autocast(t: torch.Tensor) -> contextlib.AbstractContextManager:
-    """Autocast switched off for ``t``'s device type (a no-op where that type has no autocast, e.g. 'meta')."""
-    if torch.amp.is_autocast_available(t.device.type):
-        return torch.autocast(t.device.type, enabled=False)
-    return contextlib.nullcontext()
-
-
-def _at_least_float32(*ts: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    return tuple(t.float() if t.dtype in (torch.float16, torch.bfloat16) else t for t in ts)
-
-
 def diag_gauss_logpdf_paired(z: torch.Tensor, mu: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
     """Elementwise ``log N(z; mu, diag(var))`` summed over the last dimension (all shapes broadcast)."""
-    return -0.5 * (((z - mu) ** 2 / var) + torch.log(var) + _LOG_2PI).sum(-1)
+    return -0.5 * (((z - mu) ** 2 / var) + torch.log(var) + LOG_2PI).sum(-1)
 
 
 def prototype_posterior(mu_s: torch.Tensor, var_s: torch.Tensor,
@@ -229,7 +197,7 @@ def naive_log_posterior(mu_q: torch.Tensor, var_q: torch.Tensor, mu_c: torch.Ten
     z = mu_q.unsqueeze(-2) + var_q.sqrt().unsqueeze(-2) * noise  # [..., Q, S, d]
     lead = z.shape[:-3]
     q = z.shape[-3]
-    logp = diag_gauss_logpdf(z.reshape(*lead, q * s, z.shape[-1]), mu_c, vhat_c)  # [..., Q*S, K]
+    logp = pairwise_diag_gaussian_logpdf(z.reshape(*lead, q * s, z.shape[-1]), mu_c, vhat_c)  # [..., Q*S, K]
     logp = logp.reshape(*logp.shape[:-2], q, s, logp.shape[-1])
     log_soft = logp - torch.logsumexp(logp, -1, keepdim=True)  # log p(y|z_s, S)
     return torch.logsumexp(log_soft, -2) - math.log(s)
@@ -303,7 +271,7 @@ def intersection_log_posterior(mu_q: torch.Tensor, var_q: torch.Tensor, mu_c: to
     z = mu_xy.unsqueeze(-2) + var_xy.sqrt().unsqueeze(-2) * noise  # [..., Q(, K), S, d]
     lead = z.shape[: -(4 if target is None else 3)]
     flat = z.reshape(*lead, -1, z.shape[-1])
-    log_mix = torch.logsumexp(diag_gauss_logpdf(flat, mu_c, vhat_c), -1)  # log sum_c N(z_s; mu_c, vhat_c)
+    log_mix = torch.logsumexp(pairwise_diag_gaussian_logpdf(flat, mu_c, vhat_c), -1)  # log sum_c N(z_s; mu_c, vhat_c)
     log_mix = log_mix.reshape(z.shape[:-1])  # [..., Q(, K), S]
     if inverse == "mean_of":
         return log_first + torch.logsumexp(-log_mix, -1) - math.log(s)
@@ -389,8 +357,8 @@ def pn_log_posterior(support: torch.Tensor, query: torch.Tensor, scale: float = 
     Returns:
         ``[..., Q, K]``.
     """
-    with _no_autocast(query):  # the expanded distance cancels in bf16
-        support, query = _at_least_float32(support, query)
+    with autocast_off(query.device.type):  # the expanded distance cancels in bf16
+        support, query = at_least_float32(support, query)
         c = support.mean(-2)
         d2 = ((query * query).sum(-1).unsqueeze(-1) - 2.0 * torch.matmul(query, c.transpose(-1, -2))
               + (c * c).sum(-1).unsqueeze(-2)).clamp_min(0.0)

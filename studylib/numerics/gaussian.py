@@ -20,7 +20,8 @@ Shapes: ``B...`` leading batch dimensions (one set per entry, e.g. one concept s
   likelihood's KKT conditions do not. Every concept descriptor receives a gradient: the authors' code has a
   fast path that hard-codes 10 samples, so only the first 10 descriptors of a set get one (PAPER-NOTES 003);
   that bug is not reproduced here.
-* :func:`diag_gaussian_logpdf`, :func:`gmm_logpdf` -- log-densities of query points under the fitted models.
+* :func:`diag_gaussian_logpdf`, :func:`gmm_logpdf` -- log-densities of query points under the fitted models;
+  :func:`pairwise_diag_gaussian_logpdf` -- of every point under every Gaussian (seed 002's posteriors).
 
 Precision: every function here switches autocast off and computes in at least float32 (bfloat16/float16
 inputs are upcast): variances of L2-normalised descriptors are ~1e-3 and bf16's 8-bit mantissa would ruin
@@ -35,11 +36,9 @@ from dataclasses import dataclass
 import torch
 from torch.func import jacrev, vmap
 
-_LOG_2PI = math.log(2.0 * math.pi)
+from studylib.numerics.guards import at_least_float32, autocast_off
 
-
-def _f32(*ts: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    return tuple(t.float() if t.dtype in (torch.float16, torch.bfloat16) else t for t in ts)
+LOG_2PI = math.log(2.0 * math.pi)
 
 
 def fit_gaussian(x: torch.Tensor, var_floor: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
@@ -55,8 +54,8 @@ def fit_gaussian(x: torch.Tensor, var_floor: float = 1e-6) -> tuple[torch.Tensor
     """
     if var_floor < 0:
         raise ValueError(f"var_floor must be >= 0, got {var_floor}")
-    with torch.autocast(x.device.type, enabled=False):
-        (x,) = _f32(x)
+    with autocast_off(x.device.type):
+        (x,) = at_least_float32(x)
         mu = x.mean(-2)
         var = (x - mu.unsqueeze(-2)).pow(2).mean(-2) + var_floor
         return mu, var
@@ -98,12 +97,35 @@ def diag_gaussian_logpdf(z: torch.Tensor, mu: torch.Tensor, var: torch.Tensor) -
         ``[B..., Q]`` float32 (or float64 for float64 inputs). Computed directly from ``(z - mu)^2 / var``
         (no expanded quadratic form, which cancels when ``var`` is small).
     """
-    with torch.autocast(z.device.type, enabled=False):
-        z, mu, var = _f32(z, mu, var)
+    with autocast_off(z.device.type):
+        z, mu, var = at_least_float32(z, mu, var)
         mu, var = mu.unsqueeze(-2), var.unsqueeze(-2)
         logdet = torch.log(var).sum(-1)  # [B..., 1], once for every block
         return _by_query_blocks(z, (mu, var), -1,
-                                lambda zq: -0.5 * (((zq - mu) ** 2 / var).sum(-1) + logdet + z.shape[-1] * _LOG_2PI))
+                                lambda zq: -0.5 * (((zq - mu) ** 2 / var).sum(-1) + logdet + z.shape[-1] * LOG_2PI))
+
+
+def pairwise_diag_gaussian_logpdf(z: torch.Tensor, mu: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
+    """Log-densities of every point under every diagonal Gaussian: ``out[..., i, k] = log N(z_i; mu_k, var_k)``
+    (seed 002's Eq. 6-8 evaluate every query against every class Gaussian).
+
+    The quadratic form is expanded, ``sum_d (z - mu)^2 / var = z^2 . (1/var) - 2 z . (mu/var) + mu^2 . (1/var)``,
+    so two matmuls replace an ``[..., N, K, d]`` intermediate.
+
+    Args:
+        z: ``[..., N, d]``.
+        mu, var: ``[..., K, d]`` (batch dimensions broadcast with ``z``'s), ``var > 0``.
+
+    Returns:
+        ``[..., N, K]``, in at least float32: autocast is switched off here because the expanded quadratic
+        form cancels catastrophically in bfloat16/float16.
+    """
+    with autocast_off(z.device.type):
+        z, mu, var = at_least_float32(z, mu, var)
+        prec = var.reciprocal()
+        quad = (torch.matmul(z * z, prec.transpose(-1, -2)) - 2.0 * torch.matmul(z, (mu * prec).transpose(-1, -2))
+                + (mu * mu * prec).sum(-1).unsqueeze(-2))
+        return -0.5 * (quad + torch.log(var).sum(-1).unsqueeze(-2) + z.shape[-1] * LOG_2PI)
 
 
 @dataclass
@@ -124,15 +146,15 @@ class GMM:
 
 def component_logpdf(z: torch.Tensor, gmm: GMM) -> torch.Tensor:
     """``[B..., Q, K]``: ``log w_k + log N(z_q; mu_k, var_k)`` for every query and component."""
-    with torch.autocast(z.device.type, enabled=False):
-        z, w, mu, var = _f32(z, gmm.weights, gmm.means, gmm.vars)
+    with autocast_off(z.device.type):
+        z, w, mu, var = at_least_float32(z, gmm.weights, gmm.means, gmm.vars)
         logdet = torch.log(var).sum(-1).unsqueeze(-2)  # [B..., 1, K], once for every block
         logw, mu_, var_ = torch.log(w).unsqueeze(-2), mu.unsqueeze(-3), var.unsqueeze(-3)
 
         def block(zq: torch.Tensor) -> torch.Tensor:
             diff = zq.unsqueeze(-2) - mu_  # [B..., q, K, d]
             quad = (diff * diff / var_).sum(-1)
-            return logw - 0.5 * (quad + logdet + z.shape[-1] * _LOG_2PI)
+            return logw - 0.5 * (quad + logdet + z.shape[-1] * LOG_2PI)
 
         return _by_query_blocks(z, (mu, var, w), -2, block)
 
@@ -224,7 +246,7 @@ class _ImplicitEM(torch.autograd.Function):
         k, floor = ctx.k, ctx.var_floor
         n, d = x.shape[-2], x.shape[-1]
         lead = x.shape[:-2]
-        with torch.autocast(x.device.type, enabled=False), torch.enable_grad():
+        with autocast_off(x.device.type), torch.enable_grad():
             xf = x.detach().reshape(-1, n, d)
             tf = theta.detach().reshape(-1, theta.shape[-1])
             gf = g.reshape(-1, g.shape[-1]).to(tf.dtype)
@@ -294,8 +316,8 @@ def fit_gmm(x: torch.Tensor, k: int, iters: int = 100, tol: float = 1e-5, unroll
         raise ValueError(f"iters and unroll must be >= 0, got {iters}, {unroll}")
     if grad not in GRADS:
         raise ValueError(f"grad must be one of {GRADS}, got {grad!r}")
-    with torch.autocast(x.device.type, enabled=False):
-        (x,) = _f32(x)
+    with autocast_off(x.device.type):
+        (x,) = at_least_float32(x)
         xd = x.detach()
         if init_valid is not None and not isinstance(init, GMM):
             raise ValueError("init_valid marks which sets of a GMM warm start are valid; pass init as a GMM")

@@ -1,28 +1,16 @@
 """Entropic optimal transport: the batched Sinkhorn solver shared by several methods.
 
 A numerical primitive below the methods: DyCE (:mod:`studylib.methods.dyce`, the equipartitioned memory
-assignment of seed 001's Eq. 1-2) and OpTA (:mod:`studylib.methods.opta`, Eq. 4) both call
-:func:`sinkhorn_log`. It lives here so that neither method imports the other, and so that its precision rule
-(float32 at least, autocast off) holds for every caller. ``studylib.methods.opta.sinkhorn_log`` re-exports it.
+assignment of seed 001's Eq. 1-2) and OpTA (:mod:`studylib.evaluation.opta`, Eq. 4) both call
+:func:`sinkhorn_log`. It lives here so that neither imports the other, and so that its precision rule (float32
+at least, autocast off, :mod:`studylib.numerics.guards`) holds for every caller.
 """
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
-
-def autocast_off(device_type: str) -> contextlib.AbstractContextManager:
-    """``torch.autocast(device_type, enabled=False)``, or nothing where autocast does not exist (``meta``)."""
-    if torch.amp.is_autocast_available(device_type):
-        return torch.autocast(device_type, enabled=False)
-    return contextlib.nullcontext()
-
-
-def working_dtype(*tensors: torch.Tensor) -> torch.dtype:
-    """float64 when any input is float64, else float32 (half precision and bf16 are promoted)."""
-    return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
+from studylib.numerics.guards import autocast_off, working_dtype
 
 
 def sinkhorn_log(cost: torch.Tensor, a: torch.Tensor, b: torch.Tensor, epsilon: float = 0.05,
@@ -161,4 +149,4 @@ def sinkhorn_reference(cost: torch.Tensor, a: torch.Tensor, b: torch.Tensor, eps
     return u[:, None] * k * v[None, :]
 
 
-__all__ = ["autocast_off", "sinkhorn_log", "sinkhorn_reference", "working_dtype"]
+__all__ = ["sinkhorn_log", "sinkhorn_reference"]

@@ -16,13 +16,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from studylib.training.runstore import CONFIG, RunFileError, adopt
+
 USAGE = "usage: python -m studylib.training.adopt [--trust] RUN_FOLDER..."
 
 
 def main(argv: list[str]) -> int:
     """Exit status: 0 every folder adopted (or checked, without ``--trust``, and found consistent), 1 otherwise,
     2 for a usage error."""
-    from studylib.training.runstore import CONFIG, RunFileError, adopt
     trust = "--trust" in argv
     folders = [a for a in argv if a != "--trust"]
     unknown = [a for a in folders if a.startswith("-")]

@@ -78,7 +78,7 @@ def init() -> bool:
     agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
     tcp = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world,
                         is_master=(r == 0 and not agent), timeout=timeout)
-    # A notebook under torchrun (studylib.experiments.launch) is a new kernel, so a new group, per notebook.
+    # A notebook under torchrun (studylib.launch) is a new kernel, so a new group, per notebook.
     group = f"{os.environ.get('STUDYLIB_DIST_GROUP', '')}/attempt-{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
     store = dist.PrefixStore(f"studylib/{group}", tcp)
     dist.init_process_group(backend, store=store, rank=r, world_size=world, timeout=timeout)

@@ -1,6 +1,6 @@
 """One worker per run: a lock file with its owner's host and pid, kept fresh by a heartbeat, taken over when stale.
 
-Sweeps on several workers (:mod:`studylib.experiments.sweeps`) meet in the run store, a shared folder. Before a
+Sweeps on several workers (:mod:`studylib.runs.sweeps`) meet in the run store, a shared folder. Before a
 worker trains a run it takes ``<store>/.locks/<run folder>.json``:
 
 * **Taking** it is ``open(O_CREAT | O_EXCL)``, atomic on local file systems and on NFS (v3 and later); the
@@ -103,7 +103,7 @@ class RunLock:
 
     def held_by_this_process(self, info: dict[str, Any] | None = None) -> bool:
         """Whether the lock file belongs to a lock object of this process (this one or another, e.g. the Ray
-        task that calls :func:`studylib.experiments.runner.run_spec` while holding the run's lock)."""
+        task that calls :func:`studylib.runs.runner.run_spec` while holding the run's lock)."""
         info = self.owner() if info is None else info
         return info is not None and info.get("token") in _HELD_HERE
 

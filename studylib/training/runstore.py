@@ -592,8 +592,8 @@ class RunStore:
             created = (p / CONFIG).stat().st_mtime if (p / CONFIG).exists() else p.stat().st_mtime
             status = run.status
             training = _try_json(p / RESULT) if status == "finished" else None
-            if status == "finished" and training is None:
-                status = "damaged"
+            if (status == "finished" and training is None) or _damaged(p / CONFIG):
+                status = "damaged"  # an unreadable result.json or config.json (not "empty": the run is there)
             evals = []
             for e in sorted(p.glob("eval-*/")):
                 res = _try_json(e / RESULT)
@@ -606,6 +606,22 @@ class RunStore:
         return sorted(infos, key=lambda i: (i.created, i.name))
 
 
+def _damaged(path: Path) -> bool:
+    """Whether a run's JSON file is there but cannot be trusted: it fails its checksum, is not a JSON object,
+    or its sidecar is damaged (a run of the format before checksums, not yet adopted, is not damaged)."""
+    if not path.exists():
+        return False
+    try:
+        return not isinstance(_load_json(_read_verified(path, ""), path, ""), dict)
+    except RunFileError as e:
+        if e.kind != "unchecked":
+            return True
+    try:  # an unadopted run of the old format: damaged only when the file is not even a JSON object
+        return not isinstance(json.loads(path.read_bytes()), dict)
+    except (OSError, ValueError):
+        return True
+
+
 def _try_json(path: Path) -> Any:
     try:
         return _load_json(_read_verified(path, ""), path, "")
@@ -615,14 +631,3 @@ def _try_json(path: Path) -> Any:
 
 __all__ = ["Run", "RunStore", "adopt", "run_format", "RunInfo", "RunFileError", "provenance", "git_commit",
            "CHECKPOINT", "PREVIOUS", "METRICS", "RESULT", "WEIGHTS", "CONFIG", "TENSORBOARD", "RUN_FORMAT"]
-
-
-def main(argv: list[str]) -> int:
-    """``python -m studylib.training.adopt [--trust] RUN_FOLDER...`` (:mod:`studylib.training.adopt`)."""
-    from studylib.training.adopt import main as adopt_main
-    return adopt_main(argv[1:] if argv[:1] == ["adopt"] else argv)
-
-
-if __name__ == "__main__":  # the command of earlier versions; python -m studylib.training.adopt is the one to use
-    import sys
-    sys.exit(main(sys.argv[1:]))

@@ -137,7 +137,7 @@ def test_registry():
         with pytest.raises(ValueError, match="already registered"):
             register_classifier("test_only_clf", lambda s, q: s)
     finally:
-        CLASSIFIERS.pop("test_only_clf", None)
+        CLASSIFIERS.unregister("test_only_clf")
     name, fn = get_classifier(functools.partial(knn, k=1))
     assert name == "knn" and callable(fn)
     with pytest.raises(ValueError, match="unknown classifier 'nope'"):

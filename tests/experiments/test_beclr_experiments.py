@@ -15,11 +15,11 @@ from studylib.config import load_params
 from studylib.data import _CACHE
 from studylib.data.base import FewShotDataset, ImageSplit
 from studylib.evaluation.evaluate import EvalResult
+from studylib.evaluation.opta import standardize
 from studylib.experiments import beclr_common, beclr_pretraining, dyce_memory_umap, opta_before_after
 from studylib.experiments.beclr_common import (BeclrParams, beclr_spec, checkpoint_curve, gain_difference,
                                                load_snapshot, logreg_standardized, paired_gain, snapshot_epochs,
                                                train_with_snapshots)
-from studylib.methods.opta import standardize
 from studylib.training.runstore import RunStore
 
 MODULES = (beclr_pretraining, dyce_memory_umap, opta_before_after)
@@ -89,7 +89,7 @@ def test_snapshots_each_epoch_match_final_weights_and_curve_is_cached(tmp_path, 
     d = spec.data
     _CACHE[(d.name, d.root, tuple(sorted(d.options.items())))] = _tiny_dataset()
     store = RunStore(tmp_path)
-    monkeypatch.setattr("studylib.experiments.runner.RunStore", lambda: store)
+    monkeypatch.setattr("studylib.runs.runner.RunStore", lambda: store)
     out = train_with_snapshots(spec, store)
     assert snapshot_epochs(out) == [1, 2]
     last = load_snapshot(out, 2)
@@ -190,7 +190,7 @@ def test_gain_1shot_exceeds_5shot_is_its_own_measurement(monkeypatch):
     """The claim is about two effects together (an intersection-union test, stats.AllOf): gain1 - gain5 and gain1.
     Where OpTA helps 5-shot too (the paper's +0.6), the smaller is gain1 - gain5: another number than
     t1-opta-gain-1shot, so the claim is no alias of it."""
-    from studylib.experiments.claim_registry import REGISTRY
+    from studylib.claims.registry import REGISTRY
     p = beclr_pretraining.Params(epochs=2)
     monkeypatch.setattr(beclr_pretraining, "curves", lambda p, o: _curve((0.10, 0.11, 0.09), (0.01, 0.02, 0.015)))
     table = beclr_pretraining.claims(p, outcomes=[object()] * 3)
@@ -220,7 +220,7 @@ def test_snapshot_training_takes_the_runs_lock(tmp_path, monkeypatch):
     import json
     import time
 
-    from studylib.experiments.runner import RunBusy
+    from studylib.runs.runner import RunBusy
     p = BeclrParams(image_size=16, rgb=False, max_classes=7, conv4_hidden=8, augment="none", view_profile="default",
                     proj_dim=16, pred_hidden=8, mask_patch=4, teacher_momentum=0.9, memory_size=32, partitions=4,
                     topk=2, adapt_epochs=0, epochs=1, batch_size=8, batches_per_epoch=2, eval_ways=2,
@@ -247,7 +247,7 @@ def test_issue19_missing_seed001_claims_are_declared_with_their_scales():
     """Table 2 (CIFAR-FS, FC100), Fig. 5, Tables 3 and 12 (not tested, with reasons) and Table 6's other
     settings: declared at every scale, applying where their configuration is given, the check scale's ids equal
     to the paper scale's."""
-    from studylib.experiments.claims import static_claims
+    from studylib.claims.store import static_claims
     m = beclr_pretraining
     paper = m.claims(load_params(m.Params, m.NOTEBOOK, "paper"))
     assert paper["fig5-no-opta-beats-unisiam-1shot"].applies and "64.10" in paper["fig5-no-opta-beats-unisiam-1shot"].paper

@@ -12,14 +12,14 @@ import pytest
 import torch
 from PIL import Image
 
-import studylib.data as data_mod
-import studylib.experiments.runner as runner
 from studylib.config import ParamError, validate
+import studylib.data as data_mod
 from studylib.data import load_dataset
 from studylib.data.base import DataError, FewShotDataset, ImageSplit
 from studylib.experiments import quickstart as qs
 from studylib.experiments.common import data_spec, load_data
-from studylib.experiments.runner import DataSpec, EvalSpec, RunSpec, run_spec
+import studylib.runs.runner as runner
+from studylib.runs.runner import DataSpec, EvalSpec, RunSpec, run_spec
 from studylib.training.loop import TrainConfig
 from studylib.training.runstore import RunStore
 from studylib.utils import config_hash

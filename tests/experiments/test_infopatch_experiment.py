@@ -61,7 +61,7 @@ def test_missing_headline_claims_of_issue_19() -> None:
     """The full method against its CE baseline (on every data set of the paper), Eq. 2 beside the code's test,
     and a 5-shot-trained model, declared at every scale, with the check scale building the paper's ids."""
     from studylib.config import load_params
-    from studylib.experiments.claims import static_claims
+    from studylib.claims.store import static_claims
     smoke = mod.claims(mod.Params())
     for cid in ("full-beats-ce-1shot", "full-beats-ce-5shot", "eq2-is-code-test-1shot", "code-test-beats-eq2-5shot",
                 "5shot-model-beats-1shot-model"):

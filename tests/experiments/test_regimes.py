@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 
-import studylib.experiments.runner as runner
 from studylib.config import load_params
 from studylib.evaluation import episode_seed, evaluate, stats
 from studylib.evaluation.evaluate import EvalResult
@@ -17,7 +16,8 @@ from studylib.experiments import (ablations, batch_size_sweep, beclr_common, bec
                                   dyce_memory_umap, infopatch, opta_before_after, pair_subsampling, quickstart,
                                   regimes, spe_synthetic)
 from studylib.experiments.episodes_common import episodic, nca
-from studylib.experiments.runner import DataSpec, EvalSpec, RunSpec, run_untrained
+import studylib.runs.runner as runner
+from studylib.runs.runner import DataSpec, EvalSpec, RunSpec, run_untrained
 from studylib.training.loop import TrainConfig
 from studylib.training.runstore import RunStore
 

@@ -11,7 +11,7 @@ import torch
 from studylib.config import ParamError, load_params
 from studylib.evaluation import stats
 from studylib.experiments import set2model_omniglot as mod
-from studylib.experiments.runner import run_spec
+from studylib.runs.runner import run_spec
 
 
 from conftest import OMNIGLOT_ZIP, needs_omniglot  # tests/conftest.py

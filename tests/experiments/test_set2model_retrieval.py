@@ -102,7 +102,7 @@ def test_the_set_networks_of_a_seed_start_from_one_network(tmp_path, monkeypatch
     """evaluate_untrained shares one untrained evaluation among the set networks of a seed: with the 100-d
     descriptor layer of the paper scale, gauss, gmm and avg start from the same weights."""
     from studylib.experiments.omniglot_evidence import untrained_network
-    from studylib.experiments.runner import run_spec
+    from studylib.runs.runner import run_spec
     monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path / "cache"))
     p = mod.Params(seeds=[4], batches_per_epoch=1, hidden=8, dim=12, tuples=2, device="cpu", pretrained=None)
     nets = {m: untrained_network(run_spec(mod.make_spec(p, m, 4), progress=False))[0] for m in ("gauss", "gmm", "avg")}

@@ -17,10 +17,10 @@ from studylib.data.base import FewShotDataset, ImageSplit
 from studylib.evaluation import evaluate
 from studylib.experiments import spe_omniglot as so
 from studylib.experiments import spe_synthetic as ss
-from studylib.experiments.runner import Outcome, RunSpec, run_spec
 from studylib.experiments.spe_common import few_shot_accuracies, method_parts, model_features
 from studylib.methods.spe import SPEMethod
 from studylib.models import build_backbone
+from studylib.runs.runner import Outcome, RunSpec, run_spec
 from studylib.training.loop import TrainConfig, lr_factor
 from studylib.training.runstore import RunStore
 from conftest import OMNIGLOT_ZIP, needs_omniglot  # tests/conftest.py

@@ -15,9 +15,10 @@ import torch
 from scipy.special import logsumexp
 from torch import nn
 
+from studylib.evaluation.opta import default_passes, opta, opta_classifier, standardize
 from studylib.methods.beclr import BECLR
 from studylib.methods.dyce import DyCE, kmeans
-from studylib.methods.opta import default_passes, opta, opta_classifier, sinkhorn_log, standardize
+from studylib.numerics.ot import sinkhorn_log
 
 
 def _default(obj, name):

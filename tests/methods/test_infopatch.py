@@ -350,7 +350,7 @@ def test_sampler_concatenates_episodes_per_batch() -> None:
 
 
 def _run_spec(**train):
-    from studylib.experiments.runner import DataSpec, EvalSpec, RunSpec
+    from studylib.runs.runner import DataSpec, EvalSpec, RunSpec
     from studylib.training.loop import TrainConfig
     cfg = dict(epochs=1, sampler="episodic", ways=3, shots=1, queries=2, episodes_per_batch=2, batches_per_epoch=4,
                lr=0.05, nesterov=True, device="cpu", checkpoint_every=2, progress=False)
@@ -363,7 +363,7 @@ def _run_spec(**train):
 
 
 def test_runner_trains_infopatch_on_batches_of_episodes_and_resumes_exactly(tmp_path) -> None:
-    from studylib.experiments.runner import run_spec
+    from studylib.runs.runner import run_spec
     from studylib.training.loop import Interrupted, config_dict, TrainConfig
     from studylib.training.runstore import RunStore
     assert "episodes_per_batch" not in config_dict(TrainConfig())  # earlier runs keep their hashes

@@ -18,7 +18,8 @@ import torch
 from studylib.data.readers import load_omniglot
 from studylib.data.samplers import Batch
 from studylib.evaluation import evaluate
-from studylib.methods.set2model import Set2ModelMethod, likelihood_classifier
+from studylib.evaluation.likelihood import likelihood_classifier
+from studylib.methods.set2model import Set2ModelMethod
 from studylib.models.backbones import Conv4
 
 

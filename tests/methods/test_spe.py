@@ -12,10 +12,11 @@ from scipy import integrate, stats
 from torch import nn
 
 from studylib.data.samplers import EpisodicSampler
-from studylib.methods.spe import (GaussianHead, PrototypicalMethod, SPEMethod, class_gaussians, diag_gauss_logpdf,
+from studylib.methods.spe import (GaussianHead, PrototypicalMethod, SPEMethod, class_gaussians,
                                   eps_init, intersection_gaussian, intersection_log_posterior, naive_log_posterior,
                                   pn_log_posterior, prototype_posterior, softplus_inverse, spe_classifier,
                                   spe_log_posterior)
+from studylib.numerics.gaussian import pairwise_diag_gaussian_logpdf
 
 
 
@@ -32,7 +33,7 @@ def test_diag_gauss_logpdf_matches_scipy():
     z = torch.randn(2, 7, 4, generator=g, dtype=torch.float64)
     mu = torch.randn(2, 3, 4, generator=g, dtype=torch.float64)
     var = torch.rand(2, 3, 4, generator=g, dtype=torch.float64) + 0.05
-    out = diag_gauss_logpdf(z, mu, var)
+    out = pairwise_diag_gaussian_logpdf(z, mu, var)
     assert out.shape == (2, 7, 3)
     for e in range(2):
         for k in range(3):
@@ -154,7 +155,7 @@ def test_naive_and_intersection_agree_on_random_inputs():
     assert (diff <= 5 * se + 1e-3).all(), (diff, se)
     # And the samplers are not trivially equal to the plug-in softmax at mu_x (the test has power).
     mu_c, vhat_c = class_gaussians(mu_s, var_s, eps2)
-    plug_in = diag_gauss_logpdf(mu_q, mu_c, vhat_c).softmax(-1)
+    plug_in = pairwise_diag_gaussian_logpdf(mu_q, mu_c, vhat_c).softmax(-1)
     assert (p_naive.mean(0) - plug_in).abs().max() > 0.03
 
 
@@ -290,7 +291,7 @@ def test_spe_classifier_protocol_and_batch_equivalence():
     chunked = spe_classifier(0.3, samples=3, max_elements=1)(sup, qry0)
     torch.testing.assert_close(whole, chunked)
     mu_c, vhat_c = class_gaussians(sup[..., :d], sup[..., d:], 0.3)
-    torch.testing.assert_close(whole, diag_gauss_logpdf(qry[..., :d], mu_c, vhat_c).log_softmax(-1),
+    torch.testing.assert_close(whole, pairwise_diag_gaussian_logpdf(qry[..., :d], mu_c, vhat_c).log_softmax(-1),
                                rtol=1e-4, atol=1e-4)
 
 
@@ -299,9 +300,9 @@ def test_densities_ignore_bfloat16_autocast():
     z = torch.randn(20, 8, generator=g) * 3 + 40  # large offsets: bf16 expansion would cancel badly
     mu = torch.randn(5, 8, generator=g) + 40
     var = torch.rand(5, 8, generator=g) + 0.05
-    ref = diag_gauss_logpdf(z.double(), mu.double(), var.double())
+    ref = pairwise_diag_gaussian_logpdf(z.double(), mu.double(), var.double())
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        out = diag_gauss_logpdf(z, mu, var)
+        out = pairwise_diag_gaussian_logpdf(z, mu, var)
         pn = pn_log_posterior(mu.view(5, 1, 8), z)
     assert out.dtype == torch.float32 and pn.dtype == torch.float32
     torch.testing.assert_close(out.double(), ref, rtol=1e-4, atol=1e-2)

@@ -14,8 +14,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from studylib.evaluation.opta import opta, opta_classifier, opta_nearest_classifier
 from studylib.methods.dyce import DyCE
-from studylib.methods.opta import opta, opta_classifier, opta_nearest_classifier
 from studylib.numerics.ot import sinkhorn_log, sinkhorn_reference
 
 BF16 = dict(device_type="cpu", dtype=torch.bfloat16)
@@ -29,11 +29,6 @@ def _problem(e: int = 3, m: int = 5, n: int = 8, scale: float = 1.0, dtype=torch
     b = torch.rand(e, n, generator=g, dtype=dtype) + 0.5
     b = b / b.sum(1, keepdim=True)
     return cost, a, b
-
-
-def test_old_import_path_is_the_same_function() -> None:
-    from studylib.methods import opta as opta_module
-    assert opta_module.sinkhorn_log is sinkhorn_log
 
 
 @pytest.mark.parametrize("eps,scale", [(0.1, 1.0), (0.05, 100.0)])  # scaling-domain path, log-domain path

@@ -45,7 +45,7 @@ def bn_job(job: dict) -> None:
 def spec_job(job: dict) -> None:
     """run_spec of the test's RunSpec; ``slow`` sleeps in every loss so that a kill lands mid-run."""
     from test_distributed import nca_spec
-    from studylib.experiments.runner import run_spec
+    from studylib.runs.runner import run_spec
     from studylib.methods.episodes import DistanceMethod
     from studylib.training import distributed as D
     from studylib.training.runstore import RunStore

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from studylib.data.base import ImageSplit
-from studylib.experiments.runner import DataSpec, EvalSpec, RunSpec, run_spec
+from studylib.runs.runner import DataSpec, EvalSpec, RunSpec, run_spec
 from studylib.training import distributed as D
 from studylib.training.loop import TrainConfig, train
 from studylib.training.runstore import RunStore

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 import studylib
-import studylib.utils as utils
 from studylib.training.loop import Interrupted, train
 from studylib.training.runstore import RunFileError, RunStore, git_commit, provenance
+import studylib.utils as utils
 from studylib.utils import DiskFullError
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -220,7 +220,7 @@ def _legacy_store(tmp_path):
     checksums."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "experiments"))
     from test_runner_guards import tiny_spec
-    from studylib.experiments.runner import run_spec
+    from studylib.runs.runner import run_spec
     store = RunStore(tmp_path / "store")
     out = run_spec(tiny_spec(), store, progress=False)
     sidecars = list(store.root.rglob(".*.sha256"))
@@ -237,7 +237,7 @@ def _no_new_sidecars(folder):
 def test_a_run_of_the_previous_format_is_loaded_only_after_adopt_trust(tmp_path, monkeypatch):
     """Before: the first load verified and signed it on its own (trust on first use). Now it is named with the
     adopt command, nothing is written, and after ``adopt --trust`` it is reused without training."""
-    from studylib.experiments.runner import run_spec
+    from studylib.runs.runner import run_spec
     from studylib.training.adopt import main
     store, first, tiny_spec = _legacy_store(tmp_path)
     weights = (first.run.path / "weights.pt").read_bytes()
@@ -304,7 +304,7 @@ def test_a_damaged_sidecar_makes_the_file_damaged_not_adoptable(tmp_path):
 def _finished(tmp_path):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "experiments"))
     from test_runner_guards import tiny_spec
-    from studylib.experiments.runner import run_spec
+    from studylib.runs.runner import run_spec
     store = RunStore(tmp_path / "store")
     return store, run_spec(tiny_spec(), store, progress=False), tiny_spec
 
@@ -336,7 +336,7 @@ def test_a_tampered_evaluation_result_without_its_sidecar_is_evaluated_again(tmp
     """Before: run_spec returned the edited 0.99."""
     import json
     import warnings
-    from studylib.experiments.runner import run_spec
+    from studylib.runs.runner import run_spec
     store, out, tiny_spec = _finished(tmp_path)
     res = out.evaluation.path / "result.json"
     record = json.loads(res.read_text())

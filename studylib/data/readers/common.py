@@ -19,6 +19,38 @@ SPLITS = ("train", "val", "test")
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"})
 CACHE_VERSION = 1
 
+# Bounds on what a data file may declare (issue 40), checked before a file is read whole or a pixel is unpacked, so a
+# hostile or damaged file costs one line, never the machine's memory. One place for all of them: the folder and
+# Omniglot readers, the decoding (hence studylib.api's embed and classify) and the pre-flight (./study check) use
+# these. The real data the study reads is far below each: Omniglot's PNGs are 105x105 (11,025 pixels) and at most
+# a few hundred bytes (the largest member of images_background_small1.zip: 413 bytes), CUB-200-2011's JPEGs are at
+# most 500 px a side, miniImageNet's and tieredImageNet's are ImageNet photos or 84x84 PNGs.
+MAX_IMAGE_PIXELS = 178_956_970
+"""Pixels (width x height) an image's header may declare: Pillow's own refusal bound (twice its
+``Image.MAX_IMAGE_PIXELS`` of 89,478,485, above which ``Image.open`` raises ``DecompressionBombError``), so no image
+that Pillow decoded before is refused (a 50-megapixel camera photo is 28% of it; a 13,377 x 13,377 image fits), but
+applied from the header, before any pixel data is inflated, whatever Pillow's global says (the PNG check used to
+inflate first: a 9 MB PNG declaring 16000x16000 16-bit RGBA took 4.7 GB). At the bound an RGBA decode is 716 MB."""
+MAX_IMAGE_BYTES = 512 << 20
+"""Bytes an image file, or an image member of a zip (its declared unpacked size), may hold: 512 MiB admits every
+uncompressed 8-bit RGBA image (BMP, TIFF, PPM) below Pillow's warning bound of 89.5 megapixels (358 MB), and a camera
+JPEG (tens of MB) ten times over, while a file is read whole into memory only below it (before: a 4 GiB file named
+.png, or a zip member inflating to 3 GB, was read whole and ended in a bare MemoryError)."""
+MAX_ZIP_DIRECTORY_BYTES = 64 << 20
+"""Bytes a zip's central directory (the list of its members, which :mod:`zipfile` parses whole on opening) may
+declare: Lake et al.'s full images_background.zip lists about 20,000 members in about 2.3 MB (the subset's 2,862
+members take 325 KB), so 64 MiB is some 28 times the largest real one; above it a zip would cost gigabytes of
+member records before a single one is read."""
+ZIP_READ_BYTES = 64 << 20
+"""Unpacked bytes of zip members held at once while reading a zip: members are read and decoded in groups of at
+most this many bytes (at least one member each), so a zip's images are never all in memory as encoded bytes."""
+BIG_IMAGE_BYTES = 32 << 20
+"""An image file above this many bytes, or one declaring more than :data:`BIG_IMAGE_PIXELS`, is read and decoded by
+one thread at a time (the others go on with small images), so the decoding threads together never hold more than
+one big image plus a thread's worth of small ones each, however many big images a folder holds."""
+BIG_IMAGE_PIXELS = 1 << 24
+"""Pixels above which an image is big (:data:`BIG_IMAGE_BYTES`): 16.8 megapixels, 67 MB as RGBA."""
+
 
 def check_size(size: int) -> int:
     """``size`` as a positive int, else ValueError."""

@@ -5,8 +5,6 @@ from __future__ import annotations
 import collections
 import os
 import warnings
-import zipfile
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ from studylib.data.readers.folder import (_alphabet_assignment, _one_shot_runs, 
                                           _refuse_aliased_classes, _refuse_one_image_classes,
                                           _refuse_split_named, _subfolders)
 from studylib.data.readers import images as _images
+from studylib.data.readers.zips import check_member, open_zip, read_members, refuse_duplicates
 
 OMNIGLOT_SPLITS = ("vinyals", "background-evaluation", "alphabet", "random")
 # Snell et al.'s version of the Vinyals et al. protocol on the full 1623 characters: 1028 train, 172 val,
@@ -80,18 +79,44 @@ def _safe_members(path: Path, names: list[str]) -> list[str]:
     return safe
 
 
+def _zip_names(path: Path, strict: bool) -> list[str] | None:
+    """The member names of a zip without the stray ones (:func:`_safe_members`), or None for an unreadable zip when
+    not ``strict`` (``strict``: the DataError of :func:`~.zips.open_zip`, naming the file and the fix)."""
+    try:
+        with open_zip(path, "omniglot") as zf:
+            names = zf.namelist()
+    except DataError:
+        if strict:
+            raise
+        return None
+    return _safe_members(path, names)
+
+
 def _zip_top(path: Path, strict: bool) -> str | None:
     """The single top folder of a zip, or None. ``strict``: an unreadable zip is a DataError, else skipped."""
-    try:
-        with zipfile.ZipFile(path) as zf:
-            names = zf.namelist()
-    except (zipfile.BadZipFile, OSError) as e:
-        if strict:
-            raise DataError(f"omniglot: {path} is not a readable zip ({e}); download it again") from e
+    names = _zip_names(path, strict)
+    if names is None:
         return None
-    names = _safe_members(path, names)
     tops = {n.split("/", 1)[0] for n in names if n and not n.startswith("__MACOSX")}
     return tops.pop() if len(tops) == 1 else None
+
+
+def _nested_omniglot_zips(path: Path) -> list[str]:
+    """The members of the zip ``path`` that are Omniglot zips themselves (``.../images_background*.zip``): a zip of
+    the authors' repository, such as GitHub's omniglot-master.zip."""
+    with warnings.catch_warnings():  # stray members were warned about by _zip_top
+        warnings.simplefilter("ignore")
+        names = _zip_names(path, strict=False) or []
+    return sorted(n for n in names if n.lower().endswith(".zip") and _omniglot_kind(n.rsplit("/", 1)[-1]))
+
+
+def _zip_of_zips_error(path: Path, nested: list[str]) -> DataError:
+    folder = nested[0].rsplit("/", 1)[0] if "/" in nested[0] else ""
+    where = path.parent / folder if folder else path.parent
+    return DataError(f"omniglot: {path} is a zip of zips ({', '.join(nested[:3])}{', ...' if len(nested) > 3 else ''}"
+                     f"), such as GitHub's download of Lake et al.'s repository, omniglot-master.zip: unzip it "
+                     f"(unzip {path} -d {path.parent}) and point data_root at the folder that holds those zips, "
+                     f"{where}")
 
 
 def _find_omniglot_sources(root: Path) -> tuple[list[_OmniSource], list[str]]:
@@ -124,6 +149,12 @@ def _find_omniglot_sources(root: Path) -> tuple[list[_OmniSource], list[str]]:
             candidates.append(_OmniSource("background", top, z, True))
     if not candidates and root.is_dir() and _has_character_layout(root):
         candidates.append(_OmniSource("background", root.name, root, False))
+    if not candidates or (root.is_file() and candidates[0].kind == "background" and not _omniglot_kind(
+            candidates[0].top)):  # a zip of the authors' zips (any top folder) reads as an empty alphabet folder
+        for z in zips:
+            nested = _nested_omniglot_zips(z)
+            if nested:
+                raise _zip_of_zips_error(z, nested)
     chosen: dict[str, _OmniSource] = {}
     ignored: list[str] = []
     for c in candidates:  # folders come first, so they win over zips of the same top folder
@@ -145,11 +176,16 @@ def _list_omniglot_source(src: _OmniSource) -> dict[tuple[str, str], list[str]]:
     chars: dict[tuple[str, str], list[str]] = {}
     alphabets: set[str] = set()
     if src.is_zip:
-        with zipfile.ZipFile(src.path) as zf:
-            with warnings.catch_warnings():  # warned once already, by _zip_top
-                warnings.simplefilter("ignore")
-                names = _safe_members(src.path, zf.namelist())
-        for name in names:
+        with open_zip(src.path, "omniglot") as zf:
+            infos = zf.infolist()
+        with warnings.catch_warnings():  # warned once already, by _zip_top
+            warnings.simplefilter("ignore")
+            safe = set(_safe_members(src.path, [i.filename for i in infos]))
+        images = []
+        for info in infos:
+            name = info.filename
+            if name not in safe:
+                continue
             parts = name.split("/")
             if parts[0] != src.top or len(parts) < 3:
                 continue
@@ -158,6 +194,10 @@ def _list_omniglot_source(src: _OmniSource) -> dict[tuple[str, str], list[str]]:
                 entry = chars.setdefault((parts[1], parts[2]), [])
                 if parts[3].lower().endswith(".png"):
                     entry.append(name)
+                    images.append(info)
+        refuse_duplicates(src.path, images, "omniglot")  # before: one name twice was read twice, as two images
+        for info in images:  # encrypted, deflate64 or bomb members refused before a byte is read
+            check_member(src.path, info, "omniglot")
     else:
         for a in sorted(p for p in src.path.iterdir() if p.is_dir() and not p.name.startswith(".")):
             alphabets.add(a.name)
@@ -235,6 +275,58 @@ def _refuse_omniglot_lookalikes(listing: list[tuple[str, str, str, _OmniSource, 
     _refuse_one_image_classes([len(fs) for *_, fs in listing], "omniglot", root, "character")
 
 
+def _scan_omniglot(root: str | os.PathLike) -> tuple[Path, list[_OmniSource], list[str],
+                                                     list[tuple[str, str, str, _OmniSource, list[str]]]]:
+    """``(resolved root, sources, ignored, listing)`` of an Omniglot ``root``, with every refusal of the reader
+    before anything is decoded: no such path, no Omniglot under it (a zip of the authors' zips said as such), an
+    unreadable zip, empty folders, an alphabet in two archives, the look-alikes, and, in a zip, members whose name
+    appears twice, that are encrypted, compressed with a method zipfile cannot read, or declare more than
+    :data:`~.common.MAX_IMAGE_BYTES`. ``listing``: ``(kind, alphabet, character, source, files)`` in canonical
+    order."""
+    path_in = resolve_root(root)
+    if not path_in.exists():
+        raise DataError(f"omniglot: data folder {path_in} does not exist{_rule_note(root)}; {_OMNI_HINT}")
+    root_p = path_in.resolve()
+    sources, ignored = _find_omniglot_sources(root_p)
+    if not sources:
+        if root_p.is_dir():
+            runs = _one_shot_runs({root_p.name: {p.name for p in _subfolders(root_p)}})
+            if runs:
+                raise _one_shot_runs_error("omniglot", root_p, runs)
+        found = _describe_folder(root_p) if root_p.is_dir() else _describe_zip(root_p)
+        deeper = sorted(p for pattern in ("*/images_*", "*/*/images_*") for p in root_p.glob(pattern)
+                        if _omniglot_kind(p.name) and (p.is_dir() or p.suffix.lower() == ".zip")) \
+            if root_p.is_dir() else []
+        if deeper:  # e.g. GitHub's omniglot-master/ unzipped, whose zips are in python/
+            found += (f"; further down: {', '.join(str(p.relative_to(root_p)) for p in deeper[:3])}"
+                      f"{', ...' if len(deeper) > 3 else ''}: point data_root at {deeper[0].parent}")
+        raise DataError(f"omniglot: no Omniglot images under {root_p}; {_OMNI_LAYOUT}. Found: {found}")
+    listing: list[tuple[str, str, str, _OmniSource, list[str]]] = []
+    seen_alpha: dict[str, _OmniSource] = {}
+    for src in sources:
+        chars = _list_omniglot_source(src)
+        for a in sorted({a for a, _ in chars}):
+            if a in seen_alpha:
+                raise DataError(f"omniglot: alphabet {a} is in both {seen_alpha[a].path} and {src.path}; keep only one "
+                                f"copy of it under {root_p}")
+            seen_alpha[a] = src
+        listing.extend((src.kind, a, c, src, files) for (a, c), files in sorted(chars.items()))
+    _refuse_omniglot_lookalikes(listing, root_p)
+    return root_p, sources, ignored, listing
+
+
+def _describe_zip(path: Path, limit: int = 8) -> str:
+    """A zip's top folders for messages (``nothing`` for a zip without members)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        names = _zip_names(path, strict=True) or []
+    tops = sorted({n.split("/", 1)[0] + ("/" if "/" in n else "") for n in names if n})
+    if not tops:
+        return "the zip holds no members"
+    shown = ", ".join(tops[:limit]) + (f", ... ({len(tops)} entries)" if len(tops) > limit else "")
+    return f"the zip's top level holds {shown} (one top folder <name>/<alphabet>/<character>/<image>.png is read)"
+
+
 def load_omniglot(root: str | os.PathLike, size: int = 28, rotations: bool = False, split: str = "vinyals",
                   seed: int = 0, cache: bool = True) -> FewShotDataset:
     """Read Omniglot (Lake et al.) from the authors' zips or their unzipped folders.
@@ -280,52 +372,26 @@ def load_omniglot(root: str | os.PathLike, size: int = 28, rotations: bool = Fal
     size = check_size(size)
     if split not in OMNIGLOT_SPLITS:
         raise ValueError(f"omniglot: unknown split {split!r}; allowed: {', '.join(OMNIGLOT_SPLITS)}")
-    path_in = resolve_root(root)
-    if not path_in.exists():
-        raise DataError(f"omniglot: data folder {path_in} does not exist{_rule_note(root)}; {_OMNI_HINT}")
-    root_p = path_in.resolve()
-    sources, ignored = _find_omniglot_sources(root_p)
-    if not sources:
-        if root_p.is_dir():
-            runs = _one_shot_runs({root_p.name: {p.name for p in _subfolders(root_p)}})
-            if runs:
-                raise _one_shot_runs_error("omniglot", root_p, runs)
-        found = _describe_folder(root_p) if root_p.is_dir() else f"the zip's top folders are not one folder"
-        raise DataError(f"omniglot: no Omniglot images under {root_p}; {_OMNI_LAYOUT}. Found: {found}")
-    listing: list[tuple[str, str, str, _OmniSource, list[str]]] = []
-    seen_alpha: dict[str, _OmniSource] = {}
-    for src in sources:
-        chars = _list_omniglot_source(src)
-        for a in sorted({a for a, _ in chars}):
-            if a in seen_alpha:
-                raise DataError(f"omniglot: alphabet {a} is in both {seen_alpha[a].path} and {src.path}; keep only one "
-                                f"copy of it under {root_p}")
-            seen_alpha[a] = src
-        listing.extend((src.kind, a, c, src, files) for (a, c), files in sorted(chars.items()))
-    _refuse_omniglot_lookalikes(listing, root_p)
+    root_p, sources, ignored, listing = _scan_omniglot(root)
     files_fp = [s.path for s in sources if s.is_zip] + [Path(f) for *_, s, fs in listing if not s.is_zip for f in fs]
     cpath = cache_path("omniglot", root_p, size, {"polarity": "ink255", "sources": [s.top for s in sources]},
                        files_fp) if cache else None
 
     def build() -> dict[str, Any]:
-        blobs: list[bytes | Path] = []
-        names: list[str] = []
+        parts: list[torch.Tensor] = []
         for src in sources:
-            members = [(f, a, c) for k, a, c, s, fs in listing if s is src for f in fs]
-            if src.is_zip:
-                with zipfile.ZipFile(src.path) as zf:
-                    try:
-                        blobs.extend(zf.read(m) for m, _, _ in members)
-                    except (zipfile.BadZipFile, OSError, zlib.error) as e:
-                        raise DataError(f"omniglot: cannot read {src.path} ({e}); the zip is corrupt: download it "
-                                        f"again") from e
-                names.extend(f"{src.path}:{m}" for m, _, _ in members)
+            members = [f for k, a, c, s, fs in listing if s is src for f in fs]
+            if src.is_zip:  # member by member (each checked against its declared size first), a group at a time
+                with open_zip(src.path, "omniglot") as zf:
+                    infos = [zf.getinfo(m) for m in members]
+                    for start, blobs in read_members(zf, infos, src.path, "omniglot"):
+                        names = [f"{src.path}:{m}" for m in members[start:start + len(blobs)]]
+                        parts.append(_images.decode_images(blobs, size, "L", invert=True, names=names))
             else:
-                blobs.extend(Path(m) for m, _, _ in members)
-                names.extend(m for m, _, _ in members)
-        images = _images.decode_images(blobs, size, "L", invert=True, names=names)
+                parts.append(_images.decode_images([Path(m) for m in members], size, "L", invert=True,
+                                                   names=members))
         counts = [len(fs) for *_, fs in listing]
-        return {"images": images,
+        return {"images": parts[0] if len(parts) == 1 else torch.cat(parts),
                 "char_of_image": torch.repeat_interleave(torch.arange(len(listing)), torch.tensor(counts)),
                 "kinds": [k for k, *_ in listing], "alphabets": [a for _, a, *_ in listing],
                 "characters": [c for _, _, c, *_ in listing]}
@@ -344,6 +410,42 @@ def load_omniglot(root: str | os.PathLike, size: int = 28, rotations: bool = Fal
             "characters": {s: int((assign == i).sum()) for i, s in enumerate(SPLITS)},
             "cache_file": str(cpath) if cpath is not None else None}
     return FewShotDataset("omniglot", splits, info)
+
+
+def check_omniglot(root: str | os.PathLike) -> str:
+    """The pre-flight of an Omniglot ``data_root`` (``./study check``): the reader's own scan and refusals
+    (:func:`_scan_omniglot`: the zip readable, its members listed, the expected layout present, no member encrypted,
+    unreadable, twice or too large), then every image read, a zip member by member after its declared size, and
+    checked cheaply (:func:`~.images.image_problem`: truncation, CRCs, the header's size against the data and
+    against :data:`~.common.MAX_IMAGE_PIXELS`); no pixel is decoded. Returns a one-line description.
+
+    Raises:
+        DataError: the first problem (the reader's), or the images that cannot be read, each named.
+    """
+    root_p, sources, _, listing = _scan_omniglot(root)
+    bad: list[tuple[str, str]] = []
+    n = 0
+    for src in sources:
+        members = [f for k, a, c, s, fs in listing if s is src for f in fs]
+        n += len(members)
+        if src.is_zip:
+            with open_zip(src.path, "omniglot") as zf:
+                infos = [zf.getinfo(m) for m in members]
+                for start, blobs in read_members(zf, infos, src.path, "omniglot"):
+                    for m, data in zip(members[start:start + len(blobs)], blobs):
+                        why = _images.image_problem(data)
+                        if why:
+                            bad.append((f"{src.path}:{m}", why))
+        else:
+            bad += [(str(f), why) for f, why in _images.check_image_files([Path(m) for m in members])]
+    if bad:
+        shown = "; ".join(f"{f}: {why}" for f, why in bad[:5]) + (f"; ... ({len(bad) - 5} more)" if len(bad) > 5 else "")
+        raise DataError(f"omniglot: {len(bad)} of {n} images cannot be read as the images they claim to be: {shown}. "
+                        f"Replace them (download the data set again) or delete them")
+    alphabets = len({(k, a) for k, a, *_ in listing})
+    read = "" if root_p.is_file() else f" ({', '.join(s.path.name + ('' if s.is_zip else '/') for s in sources)})"
+    return (f"omniglot {root_p}{read}: {alphabets} alphabets, {len(listing)} characters, {n} images (each read and "
+            f"checked, none decoded)")
 
 
 def _omniglot_split(payload: dict[str, Any], chars: torch.Tensor, rotations: bool, name: str) -> ImageSplit:

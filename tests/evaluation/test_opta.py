@@ -7,7 +7,8 @@ import ot
 import pytest
 import torch
 
-from studylib.methods.opta import opta, opta_classifier, opta_nearest_classifier, sinkhorn_log, standardize
+from studylib.evaluation.opta import opta, opta_classifier, opta_nearest_classifier, standardize
+from studylib.numerics.ot import sinkhorn_log
 
 
 @pytest.mark.parametrize("eps,tol,max_iter,scale", [(0.05, 1e-4, 1000, 1.0), (0.1, 1e-9, 5000, 1.0),

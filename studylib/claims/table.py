@@ -6,7 +6,7 @@ every machine and fixed before anything runs), with the measured
 :class:`~studylib.evaluation.stats.Estimate` attached when ``results`` are given, and the notebook's regime
 checks (:class:`~studylib.evaluation.verdicts.Regime`). Verdicts come from
 :func:`~studylib.evaluation.verdicts.judge_family` over the table: the notebook shows them, and the study's page
-(:mod:`studylib.experiments.claims_page`, ``./study claims``) re-judges the saved table with the same function,
+(:mod:`studylib.claims.page`, ``./study claims``) re-judges the saved table with the same function,
 so the notebook, ``figures/claims.md`` and the README show the same verdict, p and adjusted p. In the
 notebook::
 
@@ -24,25 +24,19 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import importlib
-import json
-import sys
 from pathlib import Path
 from typing import Any, Iterable
 
 import pandas as pd
 
+from studylib.claims.store import claims_dir, code_version, static_claims, table_name
 from studylib.evaluation.stats import AllOf, Estimate, measured_from_dict
 from studylib.evaluation.verdicts import (NOT_RUN, NOT_TESTED, VERDICTS, Claim, Expectation, Judgement, Regime,
                                           judge_family)
-from studylib.paths import check_scale, project_root
-from studylib.utils import atomic_write_json, default_cache_dir
+from studylib.paths import check_scale
+from studylib.utils import atomic_write_json
 
 pd.set_option("display.max_colwidth", 120)
-
-
-def claims_dir() -> Path:
-    return default_cache_dir() / "claims"
 
 
 def _fmt_p(x: float | None) -> str:
@@ -122,7 +116,7 @@ class ClaimsTable:
     def same_as(self) -> dict[str, str]:
         """``{alias: canonical}`` for the claims of this table that the claim registry declares the same
         measurement as another claim of the same notebook."""
-        from studylib.experiments.claim_registry import meta
+        from studylib.claims.registry import meta
         out = {}
         for c in self.claims:
             m = meta(self.notebook, c.id, c.expect.kind)
@@ -248,8 +242,8 @@ class ClaimsTable:
         commit, the code version of the notebook's code (:mod:`studylib.provenance`) and the hash of the
         parameters (``params``, default: those the notebook validated in this process), so the page counts a
         table only for its own parameter file and marks one made by other code as stale."""
+        from studylib.claims.reference import params_hash
         from studylib.config import current_params
-        from studylib.experiments.reference import params_hash
         params = params if params is not None else current_params()
         data = self.as_dict()
         data["params_hash"] = params_hash(params) if dataclasses.is_dataclass(params) else None
@@ -265,185 +259,14 @@ def provenance(notebook: str) -> dict[str, Any]:
     """``made_on`` (the machine), ``commit`` and ``code_version`` of a table made now, and ``seconds``: the time
     since this process imported ``studylib`` (a notebook's whole run, from the kernel's first cell) plus the
     recorded training and evaluation seconds of the runs it reused from the store
-    (:func:`studylib.experiments.runner.reused_seconds`; also stored alone as ``reused_seconds``): about what the
+    (:func:`studylib.provenance.reused_seconds`; also stored alone as ``reused_seconds``): about what the
     notebook costs from an empty cache, which the power analysis scales by seeds, also for a table re-made from
     cached runs. Work cached outside runs (e.g. Set2Model's retrieval scores) is not in it."""
     import time
+
     import studylib
-    from studylib.experiments.reference import made_on
-    from studylib.experiments.runner import reused_seconds
-    from studylib.provenance import git_commit
+    from studylib.claims.reference import made_on
+    from studylib.provenance import git_commit, reused_seconds
     reused = reused_seconds()
     return {"made_on": made_on(), "commit": git_commit(), "code_version": code_version(notebook),
             "seconds": round(time.monotonic() - studylib.STARTED + reused, 1), "reused_seconds": round(reused, 1)}
-
-
-def code_version(notebook: str) -> str:
-    """The code version (:func:`studylib.provenance.code_version`) of a notebook's experiment module."""
-    from studylib.provenance import code_version as cv
-    return cv(f"studylib.experiments.{notebook.split('_', 1)[1]}")
-
-
-# -- listings and saved tables ----------------------------------------------------------------------------------
-def experiment_module(notebook: str) -> Any:
-    """The experiment module of a notebook: ``NN_name`` -> ``studylib.experiments.name``."""
-    return importlib.import_module(f"studylib.experiments.{notebook.split('_', 1)[1]}")
-
-
-def param_files(notebook: str, base: str | None = None) -> list[str]:
-    """The names of ``params/<notebook>/*.yaml`` (``smoke``, ``paper``, ``paper-cifarfs``, ...), those of scale
-    ``base`` only when given (the base and its ``base-*`` variants)."""
-    folder = project_root() / "params" / notebook
-    names = sorted(p.stem for p in folder.glob("*.yaml"))
-    if base is not None:
-        names = [n for n in names if n == base or n.startswith(base + "-")]
-    return names
-
-
-_STATIC: dict[tuple[Any, ...], ClaimsTable | None] = {}
-
-
-def static_claims(notebook: str, scale: str = "smoke") -> ClaimsTable | None:
-    """The claims a notebook tests with ``params/<notebook>/<scale>.yaml`` (a scale or a variant's file name;
-    the smoke scale: the schema's defaults); None if its module defines no ``claims``.
-
-    Some listings compute formulas (01's Table 1 counts: seconds), so a listing is kept for the process, keyed
-    by the notebook, the file, its text and the ``claims`` function; each call returns a copy (a caller may
-    measure into it)."""
-    module = experiment_module(notebook)
-    if not hasattr(module, "claims"):
-        return None
-    path = project_root() / "params" / notebook / f"{scale}.yaml"
-    key = (notebook, scale, path.read_text() if scale != "smoke" and path.is_file() else None, module.claims,
-           module.Params)
-    if key not in _STATIC:
-        if scale == "smoke":
-            _STATIC[key] = module.claims(module.Params())
-        else:
-            from studylib.config import load_params
-            _STATIC[key] = module.claims(load_params(module.Params, notebook, scale))
-    return copy.deepcopy(_STATIC[key])
-
-
-_HASHES: dict[tuple[str, str, str | None], str | None] = {}
-
-
-def scale_params_hash(notebook: str, name: str) -> str | None:
-    """Hash of ``params/<notebook>/<name>.yaml`` as validated (None when the file is missing)."""
-    from studylib.config import load_params
-    from studylib.experiments.reference import params_hash
-    path = project_root() / "params" / notebook / f"{name}.yaml"
-    if not path.is_file():
-        return None
-    key = (notebook, name, path.read_text())
-    if key not in _HASHES:
-        module = experiment_module(notebook)
-        _HASHES[key] = params_hash(module.Params() if name == "smoke" else load_params(module.Params, notebook, name))
-    return _HASHES[key]
-
-
-def table_name(notebook: str, scale: str, params_hash: str | None) -> str:
-    """The parameter file (of ``scale`` or one of its variants) whose parameters hash to ``params_hash``; the
-    scale's own name when none does (an override: the page does not count it)."""
-    if params_hash is not None:
-        for name in param_files(notebook, scale):
-            if scale_params_hash(notebook, name) == params_hash:
-                return name
-    return scale
-
-
-def committed_claims_path(notebook: str, name: str) -> Path:
-    """``params/<notebook>/<name>.claims.json``: a committed table (smoke: written by ``./study reference``;
-    the others by ``./study claims --save SCALE NB``), used where this machine has not run the notebook."""
-    return project_root() / "params" / notebook / f"{name}.claims.json"
-
-
-def load_table_file(path: Path) -> dict[str, Any] | None:
-    """A saved table's JSON, or None when the file is missing; a damaged file is named, not trusted."""
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text())
-        data["by_id"] = {c["id"]: c for c in data["claims"]}
-        return data
-    except (ValueError, KeyError, TypeError) as err:
-        print(f"claims: ignoring unreadable {path} ({err}); re-run the notebook to rewrite it", file=sys.stderr)
-        return None
-
-
-def saved_table(notebook: str, name: str) -> dict[str, Any] | None:
-    """The saved table ``name`` of ``notebook``: this machine's run, else the committed one (``from`` says which)."""
-    for where, path in (("this machine", claims_dir() / notebook / f"{name}.json"),
-                        ("committed", committed_claims_path(notebook, name))):
-        table = load_table_file(path)
-        if table is not None:
-            table["from"] = where
-            return table
-    return None
-
-
-def of_params(table: dict[str, Any] | None, notebook: str, name: str) -> bool:
-    """Whether a saved table was made with ``params/<notebook>/<name>.yaml`` itself (not a ``-p`` override).
-    Smoke tables made before the hash was recorded are the committed reference runs and count as smoke."""
-    if table is None:
-        return False
-    h = table.get("params_hash")
-    if h is None:
-        return name == "smoke"
-    return h == scale_params_hash(notebook, name)
-
-
-def is_stale(table: dict[str, Any], notebook: str) -> bool:
-    """Whether a saved table was made by other code than today's (its ``code_version``; a table without one
-    predates the record and counts as stale)."""
-    return table.get("code_version") != code_version(notebook)
-
-
-def save_committed(scale: str, notebooks: Iterable[str]) -> list[Path]:
-    """Copy this machine's claims tables of each notebook at ``scale`` (the scale's file and its variants that
-    were run) to ``params/<nb>/<name>.claims.json``.
-
-    Refuses (before copying anything) a table that is missing, or was made with other parameters than the
-    parameter file it is named after (a ``-p`` override), or without its provenance.
-    """
-    scale = check_scale(scale)
-    names = list(notebooks)
-    if not names:
-        raise ValueError("name the notebooks whose tables to commit: ./study claims --save paper 09_spe_synthetic")
-    plan = []
-    for nb in names:
-        found = False
-        for name in param_files(nb, scale) or [scale]:
-            src = claims_dir() / nb / f"{name}.json"
-            table = load_table_file(src)
-            if table is None:
-                continue
-            found = True
-            if ("made_on" not in table or "code_version" not in table or table.get("params_hash") is None
-                    or not of_params(table, nb, name)):
-                raise ValueError(f"{src} was not made with params/{nb}/{name}.yaml itself (an override, or an older "
-                                 f"table without its parameters' hash or code version); re-run: "
-                                 f"./study run --scale {scale} {nb}")
-            if is_stale(table, nb):
-                raise ValueError(f"{src} was made by other code than this checkout's (code version "
-                                 f"{table.get('code_version')} != {code_version(nb)}); re-run: "
-                                 f"./study run --scale {scale} {nb}")
-            table.pop("by_id")
-            table.pop("from", None)
-            plan.append((committed_claims_path(nb, name), table))
-        if not found:
-            raise ValueError(f"no claims table {claims_dir() / nb / scale}.json; run the notebook first: "
-                             f"./study run --scale {scale} {nb}")
-    for dst, table in plan:
-        atomic_write_json(dst, table)
-    return [dst for dst, _ in plan]
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m studylib.experiments.claims``: the page's command (:func:`claims_page.main`)."""
-    from studylib.experiments.claims_page import main as page_main
-    page_main(argv)
-
-
-if __name__ == "__main__":
-    main()

@@ -17,7 +17,9 @@ one. A failure raises ``AssertionError`` naming each value, so nbval fails.
 
 The printed summary line is the same whether the check passed or the file was just rewritten, so it can sit
 in an ``NBVAL_CHECK_OUTPUT`` cell. ``./study reference NOTEBOOK`` re-executes a notebook with
-``STUDYLIB_UPDATE_REFERENCE=1``, which rewrites the file from that run (with the machine it ran on).
+``STUDYLIB_UPDATE_REFERENCE=1``, which rewrites the file from that run (with the machine it ran on): into the
+script's staging folder (``STUDYLIB_REFERENCE_STAGE``), from which it replaces the committed file only once the
+notebook has run to its end.
 A reference made with other parameters (the user edited the parameters cell) is not applied: the summary says
 so and nothing is asserted.
 """
@@ -42,6 +44,10 @@ from studylib.utils import atomic_write_json, config_hash
 
 TOLERANCE_CI95 = 2.0  # tolerance in units of the larger CI95 of the two estimates
 UPDATE_ENV = "STUDYLIB_UPDATE_REFERENCE"
+# ./study reference sets this to a folder of its own: a rewritten reference goes to <folder>/<notebook>/<scale>
+# .reference.json, and the script installs it with the notebook once the whole run has succeeded, so an
+# interrupted or failed run leaves the committed reference as it was
+STAGE_ENV = "STUDYLIB_REFERENCE_STAGE"
 
 
 def reference_path(notebook: str, scale: str) -> Path:
@@ -150,8 +156,10 @@ def check(notebook: str, p: Any, measured: Mapping[str, Estimate | float | int],
     fresh = {k: _encode(v) for k, v in measured.items()}
     phash = params_hash(p)
     if update:
-        atomic_write_json(path, {"notebook": notebook, "scale": scale, "params_hash": phash, "values": fresh,
-                                 "made_on": made_on()})
+        stage = os.environ.get(STAGE_ENV)
+        target = Path(stage) / notebook / path.name if stage else path
+        atomic_write_json(target, {"notebook": notebook, "scale": scale, "params_hash": phash, "values": fresh,
+                                   "made_on": made_on()})
         return ReferenceReport(notebook, scale, path, "written", [_compare(k, v, v) for k, v in sorted(fresh.items())],
                                len(fresh))
     if not path.is_file():

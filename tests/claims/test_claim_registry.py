@@ -1,4 +1,4 @@
-"""The registry of claims (``studylib/experiments/claim_registry.py``) against the experiment modules and the
+"""The registry of claims (``studylib/claims/registry.py``) against the experiment modules and the
 committed claims tables: an alias is one measurement with its canonical claim (the same rule, the same per-seed
 values wherever both are committed), a replication the same claim on runs of its own, every alias names an
 existing canonical claim, the kinds of evidence issue 27 corrected hold, and no registry text overrides a
@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from studylib.experiments import claim_registry as R
-from studylib.experiments.claims import committed_claims_path, static_claims
+from studylib.claims import registry as R
+from studylib.claims.store import committed_claims_path, static_claims
 
 
 def _listing(notebook: str) -> dict[str, dict]:

@@ -8,7 +8,7 @@ whole notebooks) sends each spec whose run has no result to the cluster as one t
 2. takes the run's lock (:class:`studylib.training.runlock.RunLock`: owner host and pid, heartbeat, taken
    over when stale); if another live worker holds it, the task returns ``"busy"`` and frees its slot, and the
    driver waits for that run's result in the store (or resubmits when the holder's lock goes stale);
-3. trains through :func:`~studylib.experiments.runner.run_spec`, which resumes from the run's checkpoint, so a
+3. trains through :func:`~studylib.runs.runner.run_spec`, which resumes from the run's checkpoint, so a
    worker that died mid-run (Ray retries its task, ``max_retries``) costs only the steps since the last
    checkpoint;
 4. appends what it did to ``<store>/.locks/<run>.log`` (host, pid, resumed or fresh, trained or found done).
@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any
 
 
+from studylib import progress as progress_display
 from studylib.progress import bar as progress_bar
-from studylib.experiments.runner import Outcome, RunSpec, run_spec, stored_outcome
+from studylib.runs.runner import Outcome, RunSpec, run_spec, stored_outcome
 from studylib.training.runlock import RunLock
 from studylib.training.runstore import Run, RunStore
 
@@ -231,5 +232,28 @@ def run_sweep_ray(specs: list[RunSpec], store: RunStore | None = None, progress:
     return out  # type: ignore[return-value]
 
 
-__all__ = ["run_sweep_ray", "choose_backend", "resources_of", "connect", "start_local", "train_task", "attempts", "lock_for",
+def run_sweep(specs: list[RunSpec], store: RunStore | None = None, progress: bool | None = None,
+              backend: str | None = None) -> list[Outcome]:
+    """Run every spec, reusing finished runs.
+
+    Progress (on by default; ``progress=False`` or ``STUDYLIB_PROGRESS=0`` turns it off): one text line per run
+    over the whole sweep and the current run's training bar, prefixed ``[i/n]`` (:mod:`studylib.progress`);
+    plain text, so JupyterLab, papermill's logs and the saved notebook all show it.
+
+    ``backend``: ``"local"`` (one after another in this process, :func:`~studylib.runs.runner.run_spec`),
+    ``"ray"`` (one Ray task per unfinished run, :func:`run_sweep_ray`), or None: ``"ray"`` when
+    ``$STUDYLIB_RAY_ADDRESS`` is set, else local.
+    """
+    show = progress_display.resolve(progress)
+    if choose_backend(backend) == "ray":
+        return run_sweep_ray(specs, store, progress=show)
+    out = []
+    sweep = progress_display.SweepProgress(len(specs), desc="sweep", enabled=show)
+    for spec in specs:
+        with sweep.run(spec.name):
+            out.append(run_spec(spec, store, progress=show))
+    return out
+
+
+__all__ = ["run_sweep", "run_sweep_ray", "choose_backend", "resources_of", "connect", "start_local", "train_task", "attempts", "lock_for",
            "ray_available", "ADDRESS_ENV"]

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import pytest
 
+from studylib.claims import reference as R
 from studylib.config import param
 from studylib.evaluation.stats import over_seeds
-from studylib.experiments import reference as R
 
 
 @dataclass

@@ -9,7 +9,7 @@ from torch.distributions import Categorical, Independent, MixtureSameFamily, Nor
 
 from studylib.evaluation import evaluate
 from studylib.evaluation.classifiers import CLASSIFIERS
-from studylib.methods.set2model import likelihood_classifier, likelihood_scores
+from studylib.evaluation.likelihood import likelihood_classifier, likelihood_scores
 from studylib.numerics.gaussian import fit_gmm
 
 

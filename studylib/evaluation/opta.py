@@ -34,8 +34,8 @@ from typing import Callable, TypeVar
 import torch
 
 from studylib.evaluation.classifiers import register_classifier
-from studylib.evaluation.logreg import fit_logreg, logreg_classifier
-from studylib.numerics.ot import sinkhorn_log  # re-exported: the solver moved to studylib.numerics.ot
+from studylib.evaluation.logreg import fit_logreg
+from studylib.numerics.ot import sinkhorn_log
 
 
 def standardize(x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
@@ -159,10 +159,9 @@ def opta_nearest_classifier(support: torch.Tensor, query: torch.Tensor, passes: 
     return -_sq_dists(query, protos)
 
 
-__all__ = ["standardize", "sinkhorn_log", "full_precision", "default_passes", "opta", "opta_classifier",
+__all__ = ["standardize", "full_precision", "default_passes", "opta", "opta_classifier",
            "opta_nearest_classifier"]
 
 
 register_classifier("opta", opta_classifier)
 register_classifier("opta_nearest", opta_nearest_classifier)
-register_classifier("logreg", logreg_classifier)

@@ -2,8 +2,8 @@
 
 import pytest
 
+from studylib import launch
 from studylib.config import ParamError
-from studylib.experiments import launch
 
 
 def test_unknown_notebook_is_refused_with_its_path(capsys):

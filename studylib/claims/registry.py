@@ -17,7 +17,7 @@ This registry adds what the study's page (``figures/claims.md``) needs to count 
   ``paper.yaml``;
 * **citations**: every number quoted in the claim's ``paper`` text, with its source: a seed file and table,
   the row it is read from (or why no row can be named) and that row's backbone, or the authors' repository
-  as noted in ``../shared/PAPER-NOTES.md``. ``tests/experiments/test_citations.py`` reads the seed texts and
+  as noted in ``../shared/PAPER-NOTES.md``. ``tests/claims/test_citations.py`` reads the seed texts and
   checks them, number by number.
 
 The claims' own texts (``source``, ``paper``) live in the experiment modules only: the notebooks print them and
@@ -407,7 +407,7 @@ REGISTRY: dict[tuple[str, str], Meta] = {
 
 
 # Why each paper claim the evidence scale decided "not reproduced" reads so (one sentence each, shown beside it in
-# the README; tests/experiments/test_claims_page.py requires one for every such claim): written after reading the
+# the README; tests/claims/test_claims_page.py requires one for every such claim): written after reading the
 # evidence runs of 2026-11-28 (params/<nb>/evidence.claims.json), naming what the study can say: a real
 # disagreement, the data, or the scale.
 _SHORT = ("the evidence scale keeps the smoke training (a few dozen steps per model on small generated images), and "

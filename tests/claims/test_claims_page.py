@@ -7,26 +7,27 @@ import json
 
 import pytest
 
+from studylib.claims import store as C
+from studylib.claims import table as T
+from studylib.claims import page as P
+from studylib.claims import reference as R
 from studylib.evaluation.stats import over_seeds
 from studylib.evaluation.verdicts import NOT_RUN, REPRODUCED, Claim, Expectation
-from studylib.experiments import claims as C
-from studylib.experiments import claims_page as P
-from studylib.experiments import reference as R
 
 
 def _table(nb="00_quickstart", scale="smoke"):
-    return C.ClaimsTable(nb, scale, [
+    return T.ClaimsTable(nb, scale, [
         Claim("a-beats-b", "A beats B", "Table 2", "62.6 vs 60.4", "A - B", Expectation("greater")),
         Claim("level", "A's accuracy", "Table 2", "62.55", "ours - paper", Expectation("within", margin=0.01),
               applies=False, why_not="needs miniImageNet"),
     ])
 
 
-def _as_committed(table: C.ClaimsTable, nb: str) -> dict:
+def _as_committed(table: T.ClaimsTable, nb: str) -> dict:
     """A saved table of today's code, its ids those of the notebook's smoke listing (so the page shows it)."""
     data = table.as_dict()
     data["claims"] = [dict(c, id=s.id) for c, s in zip(data["claims"], C.static_claims(nb))]
-    data.update(C.provenance(nb), params_hash=None)
+    data.update(T.provenance(nb), params_hash=None)
     return data
 
 
@@ -55,15 +56,15 @@ def test_the_page_shows_the_notebooks_own_judgement_and_marks_stale_tables(tmp_p
     t = C.static_claims(nb)
     t.measure("table2-nc-beats-soft-5shot", over_seeds([0.05, 0.049, 0.051]))
     committed = tmp_path / "smoke.claims.json"
-    committed.write_text(json.dumps(dict(t.as_dict(), **C.provenance(nb), params_hash=None)))
+    committed.write_text(json.dumps(dict(t.as_dict(), **T.provenance(nb), params_hash=None)))
     monkeypatch.setattr(C, "committed_claims_path", lambda n, name: committed if name == "smoke" else tmp_path / "x")
     j = t.judgements()["table2-nc-beats-soft-5shot"]
     listing, rows, _ = P.page_rows([nb])
     row = rows["smoke"][(nb, "table2-nc-beats-soft-5shot")]
     assert row.judgement == j and row.verdict == REPRODUCED and not row.stale
-    assert f"p = {C._fmt_p(j.p)}, p_adj = {C._fmt_p(j.p_adj)} → **reproduced**" in row.cell()
+    assert f"p = {T._fmt_p(j.p)}, p_adj = {T._fmt_p(j.p_adj)} → **reproduced**" in row.cell()
     # made by other code: shown, marked stale, counted as not run
-    committed.write_text(json.dumps(dict(t.as_dict(), **dict(C.provenance(nb), code_version="0" * 16),
+    committed.write_text(json.dumps(dict(t.as_dict(), **dict(T.provenance(nb), code_version="0" * 16),
                                          params_hash=None)))
     row = P.page_rows([nb])[1]["smoke"][(nb, "table2-nc-beats-soft-5shot")]
     assert row.stale and row.verdict == NOT_RUN and "stale" in row.cell() and "**reproduced**" in row.cell()
@@ -147,7 +148,7 @@ def test_columns_list_each_scales_own_claims_and_count_only_those(tmp_path, monk
     saved = json.loads((tmp_path / "claims" / nb / "paper.json").read_text())
     assert saved["made_on"]["torch"] and saved["params_hash"] == R.params_hash(p) and saved["name"] == "paper"
     j = table.judgements()[directional.id]
-    assert f"p = {C._fmt_p(j.p)}, p_adj = {C._fmt_p(j.p_adj)} → **{j.label}**" in P.summary_markdown([nb])
+    assert f"p = {T._fmt_p(j.p)}, p_adj = {T._fmt_p(j.p_adj)} → **{j.label}**" in P.summary_markdown([nb])
     dst = tmp_path / "paper.claims.json"
     monkeypatch.setattr(C, "committed_claims_path", lambda n, s: dst)
     assert C.save_committed("paper", [nb]) == [dst] and json.loads(dst.read_text())["code_version"]
@@ -176,16 +177,16 @@ def test_a_run_writes_its_page_under_out_and_leaves_tracked_files_alone(tmp_path
     tracked = {f: (root / f).read_bytes() for f in ("figures/claims.md", "README.md")}
     monkeypatch.setattr(P, "notebook_names", lambda: ["00_quickstart"])
     out = tmp_path / "out" / "claims.md"
-    C.main(["--out", str(out)])
+    P.main(["--out", str(out)])
     assert out.read_text().startswith("# Claims of the study")
     assert {f: (root / f).read_bytes() for f in tracked} == tracked
     script = (root / "study").read_text()
     run_path = script[script.index("run_notebooks() {"):script.index("reference() {")]
-    assert "-m studylib.experiments.claims --out out/claims.md" in run_path
+    assert "-m studylib.claims.page --out out/claims.md" in run_path
 
 
 def test_the_registry_names_real_claims_and_the_counts_take_aliases_once():
-    from studylib.experiments import claim_registry as G
+    from studylib.claims import registry as G
     ids = {}
     for nb in {nb for nb, _ in G.REGISTRY} | {a.split(":")[0] for m in G.REGISTRY.values() if (a := m.alias_of)}:
         ids[nb] = {c.id for scale in ("smoke", "paper") for c in C.static_claims(nb, scale)}
@@ -255,7 +256,7 @@ def test_every_decided_not_reproduced_paper_claim_says_why(tmp_path, monkeypatch
     """Issue 31: each "not reproduced" the README lists (the lead scale's decided paper claims) carries one
     sentence of why (a real disagreement, the data or the scale): claim_registry's ``why_not_reproduced``."""
     from studylib.evaluation.verdicts import NOT_REPRODUCED
-    from studylib.experiments.claim_registry import meta
+    from studylib.claims.registry import meta
     monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path / "empty-cache"))
     listing, judged, tables = P.page_rows()
     lead = P._lead(tables)

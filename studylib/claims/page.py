@@ -1,8 +1,8 @@
 """The study's page of claims (``figures/claims.md``), the README's "What we found" and the key figures.
 
-``python -m studylib.experiments.claims`` (``./study claims``) writes them from the saved claims tables: this
+``python -m studylib.claims.page`` (``./study claims``) writes them from the saved claims tables: this
 machine's (``<cache>/claims/``), else the committed ones (``params/<notebook>/<name>.claims.json``). Every
-claim of every notebook appears once, with its kind of evidence (:mod:`studylib.experiments.claim_registry`)
+claim of every notebook appears once, with its kind of evidence (:mod:`studylib.claims.registry`)
 and one column per scale: **smoke** (what CI runs), **evidence** (the smoke data with the seeds and training
 the verdicts need) and **paper** (the paper's data and protocol, with its data-set variants such as
 ``paper-cifarfs``). Each saved table is judged again by the function the notebook used
@@ -28,15 +28,17 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable
 
+from studylib.claims.power import AFFORDABLE
+from studylib.claims.registry import EVIDENCE, PAPER as PAPER_EVIDENCE, SEED_OF, meta
+from studylib.claims.store import is_stale, of_params, param_files, save_committed, saved_table, static_claims
+from studylib.claims.table import ClaimsTable, _fmt_p
 from studylib.evaluation.stats import AllOf, Estimate, measured_from_dict
 from studylib.evaluation.verdicts import (DECIDE_ALPHA, DEFAULT_DELTA, INCONCLUSIVE, MARGINAL_ALPHA, NOT_REPRODUCED,
                                           NOT_RUN, REPRODUCED, VERDICTS, Claim, Judgement)
-from studylib.experiments.claim_registry import EVIDENCE, PAPER as PAPER_EVIDENCE, SEED_OF, meta
-from studylib.experiments.claims import (ClaimsTable, _fmt_p, is_stale, of_params, param_files, save_committed,
-                                         saved_table, static_claims)
-from studylib.experiments.power import AFFORDABLE
-from studylib.paths import notebook_names, project_root
-from studylib.utils import atomic_write_text
+from studylib.paths import (SCALES, experiment_module, notebook_names, project_root, resolve_notebook,
+                            writable_file)
+from studylib.utils import (atomic_write_many, atomic_write_text, figure_bytes, remove_stale_temp_files,
+                            run_command)
 
 COLUMNS = ("smoke", "evidence", "paper")  # the page's scale columns (check is wiring, not evidence)
 DECISIVE = (REPRODUCED, NOT_REPRODUCED)
@@ -168,9 +170,8 @@ def _judge_column(nb: str, column: str) -> tuple[dict[str, Claim], dict[str, Row
 def _level_notes(nb: str, listings: dict[str, ClaimsTable]) -> dict[str, str]:
     """For the paper-scale claims that our number matches the paper's (``within`` against a quoted ``±``): the
     seeds a perfect reproduction needs to pass (:func:`power.level_seeds`) where the parameter file has fewer."""
+    from studylib.claims.power import level_seeds
     from studylib.config import load_params
-    from studylib.experiments.claims import experiment_module
-    from studylib.experiments.power import level_seeds
     out = {}
     for name, t in listings.items():
         family = sum(1 for c in t if c.applies and c.expect.kind != "equal")
@@ -379,7 +380,7 @@ def _rules() -> str:
         "*not stable* and counted as inconclusive. " + VERDICT_WORDS + " Measured effects are in points (percent) "
         "with 95% intervals over training seeds; each training seed is evaluated on episodes of its own (the "
         "methods of a seed share them, so differences are paired). **Kinds of evidence** "
-        "(`studylib/experiments/claim_registry.py`): paper claim; implementation check (a formula or a count); "
+        "(`studylib/claims/registry.py`): paper claim; implementation check (a formula or a count); "
         "proxy (a stated stand-in for the paper's setting); the study's own. Claims that measure the same thing "
         "appear once in the counts; their other rows say \"alias of\". A table counts only when made with its "
         "parameter file itself and by today's code (its code version, `studylib/provenance.py`).")
@@ -427,7 +428,7 @@ def summary_markdown(notebooks: Iterable[str] | None = None, rows: PageRows | No
 
 def _seeds_to_decide(nb: str, tables: dict[str, dict[str, list]]) -> dict[str, str]:
     """Each measured claim's seeds to decide from the notebook's pilot: its evidence table, else its smoke one."""
-    from studylib.experiments.power import needs
+    from studylib.claims.power import needs
     for column in ("evidence", "smoke"):
         for name, saved in tables[column].get(nb, []):
             if name == column:
@@ -493,18 +494,28 @@ def readme_summary(notebooks: Iterable[str] | None = None, rows: PageRows | None
 
 def write_key_figures(notebooks: Iterable[str] | None = None, out: Path | None = None,
                       rows: PageRows | None = None) -> list[Path]:
-    """``figures/key/verdicts_by_paper.png`` (the verdicts of every claim of the README's lead scale, by paper)
-    and ``directional_effects.png`` (every measured directional claim's effect toward the paper divided by the
-    half-width of its 95% interval over seeds, by paper: beyond ±1 the interval excludes 0). Small PNGs (about
-    100 dpi) without timestamps, so re-running on unchanged tables changes nothing."""
+    """Write the key figures (:func:`key_figures`) to ``out`` (default ``figures/key/``), both atomically as one
+    change (:func:`studylib.utils.atomic_write_many`)."""
+    out = out or key_figures_dir()
+    files = {out / name: data for name, data in key_figures(notebooks, rows).items()}
+    remove_stale_temp_files(out)
+    atomic_write_many(files)
+    return list(files)
+
+
+def key_figures(notebooks: Iterable[str] | None = None, rows: PageRows | None = None) -> dict[str, bytes]:
+    """``{name: PNG bytes}`` of ``verdicts_by_paper.png`` (the verdicts of every claim of the README's lead
+    scale, by paper) and ``directional_effects.png`` (every measured directional claim's effect toward the paper
+    divided by the half-width of its 95% interval over seeds, by paper: beyond ±1 the interval excludes 0). Small
+    PNGs (about 100 dpi) without timestamps, so re-running on unchanged tables changes nothing. Drawn in memory:
+    nothing is written here."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     listing, judged, tables = rows or page_rows(notebooks)
     lead = _lead(tables)
     canon = _canonical(listing, judged[lead])
-    out = out or key_figures_dir()
-    out.mkdir(parents=True, exist_ok=True)
+    figures: dict[str, bytes] = {}
     papers = sorted({_paper_of(nb) for nb, *_ in canon}, key=lambda k: (k == "-", k))
     colours = {"reproduced": "#2a9d8f", "not reproduced": "#e76f51", "inconclusive": "#e9c46a",
                "not tested": "#a8a8a8", "not run": "#dddddd"}
@@ -520,8 +531,7 @@ def write_key_figures(notebooks: Iterable[str] | None = None, out: Path | None =
     ax.set_title(f"Verdicts by paper, {lead} scale", fontsize=9)
     ax.legend(ncol=3, fontsize=7, loc="lower right")
     fig.tight_layout()
-    paths = [out / KEY_FIGURES[0]]
-    fig.savefig(paths[0], metadata={"Software": None})
+    figures[KEY_FIGURES[0]] = figure_bytes(fig, KEY_FIGURES[0], metadata={"Software": None})
     plt.close(fig)
     pts = []
     for nb, cid, c, r, _ in canon:
@@ -545,39 +555,51 @@ def write_key_figures(notebooks: Iterable[str] | None = None, out: Path | None =
     ax.set_xlabel("effect toward the paper / half-width of its 95% CI over seeds (clipped at ±8)", fontsize=8)
     ax.set_title(f"Directional claims, {lead} scale: beyond +1 the CI excludes 0 the paper's way", fontsize=9)
     fig.tight_layout()
-    paths.append(out / KEY_FIGURES[1])
-    fig.savefig(paths[1], metadata={"Software": None})
+    figures[KEY_FIGURES[1]] = figure_bytes(fig, KEY_FIGURES[1], metadata={"Software": None})
     plt.close(fig)
-    return paths
+    return figures
 
 
 def write_summary(path: str | Path | None = None, readme: bool | None = None) -> Path:
     """Write the page (default: the tracked ``figures/claims.md``, whose README section and key figures are then
-    rewritten too; a run writes ``out/claims.md`` instead and leaves the tracked files alone)."""
+    rewritten too; a run writes ``out/claims.md`` instead and leaves the tracked files alone).
+
+    Everything is computed first and written as one change (:func:`studylib.utils.atomic_write_many`): an
+    interrupt or an error leaves every file as it was (or, once the renames have begun, all of them new), never
+    a half-written figure; temporary files of killed writers are removed first."""
     tracked = project_root() / "figures" / "claims.md"
     path = Path(path) if path is not None else tracked
     rows = page_rows()
-    atomic_write_text(path, summary_markdown(rows=rows) + "\n")
+    files = {path: (summary_markdown(rows=rows) + "\n").encode("utf-8")}
     if readme if readme is not None else path.resolve() == tracked.resolve():
-        write_key_figures(rows=rows)
-        write_readme_summary(rows=rows)
+        files.update({key_figures_dir() / name: data for name, data in key_figures(rows=rows).items()})
+        readme_path = project_root() / "README.md"
+        files[readme_path] = readme_text(readme_path, rows).encode("utf-8")
+    for folder in {p.parent for p in files}:
+        remove_stale_temp_files(folder)
+    atomic_write_many(files)
     return path
 
 
-def write_readme_summary(readme: Path | None = None, rows: PageRows | None = None) -> Path:
-    """Replace the text between the README's ``claims-summary`` markers with :func:`readme_summary`."""
-    readme = readme or project_root() / "README.md"
+def readme_text(readme: Path, rows: PageRows | None = None) -> str:
+    """The README's text with the part between its ``claims-summary`` markers replaced by :func:`readme_summary`."""
     text = readme.read_text()
     if SUMMARY_START not in text or SUMMARY_END not in text:
         raise ValueError(f"{readme} has no {SUMMARY_START} ... {SUMMARY_END} markers to write the summary between")
     head, rest = text.split(SUMMARY_START, 1)
     _, tail = rest.split(SUMMARY_END, 1)
-    atomic_write_text(readme, f"{head}{SUMMARY_START}\n{readme_summary(rows=rows)}\n{SUMMARY_END}{tail}")
+    return f"{head}{SUMMARY_START}\n{readme_summary(rows=rows)}\n{SUMMARY_END}{tail}"
+
+
+def write_readme_summary(readme: Path | None = None, rows: PageRows | None = None) -> Path:
+    """Replace the text between the README's ``claims-summary`` markers with :func:`readme_summary`."""
+    readme = readme or project_root() / "README.md"
+    atomic_write_text(readme, readme_text(readme, rows))
     return readme
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m studylib.experiments.claims",
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="./study claims",
                                  description="Write the study's page of claims, or commit a scale's tables.")
     ap.add_argument("--out", help="write the page here instead of the tracked figures/claims.md (and README)")
     ap.add_argument("--save", metavar="SCALE", help="copy <cache>/claims/NB/NAME.json to params/NB/NAME.claims.json "
@@ -585,14 +607,29 @@ def main(argv: list[str] | None = None) -> None:
                     "tracked page")
     ap.add_argument("notebooks", nargs="*")
     args = ap.parse_args(argv)
+    if args.notebooks and not args.save:
+        ap.error("notebooks are named only with --save")
+    try:  # every argument checked before the work (the page takes seconds; a bad --out used to fail after it)
+        out = writable_file(args.out, "--out", make_folder=True) if args.out is not None else None
+        if args.save:
+            if args.save not in SCALES:
+                raise ValueError(f"--save {args.save}: not a scale; give one of {', '.join(SCALES)}, e.g. --save "
+                                 f"evidence 00_quickstart")
+            names = [resolve_notebook(n) for n in args.notebooks]
+    except ValueError as err:
+        print(f"claims: {err}", file=sys.stderr)
+        return 2
     if args.save:
-        from studylib.notebooks import resolve
         try:
-            written = save_committed(args.save, [resolve(n) for n in args.notebooks])
+            written = save_committed(args.save, names)
         except ValueError as err:  # a missing, overridden or stale table: the message says what to run
-            sys.exit(f"claims: {err}")
+            print(f"claims: {err}", file=sys.stderr)
+            return 1
         for dst in written:
             print(f"claims: wrote {dst}")
-    elif args.notebooks:
-        ap.error("notebooks are named only with --save")
-    print(f"claims: wrote {write_summary(args.out)}")
+    print(f"claims: wrote {write_summary(out)}")
+    return 0
+
+
+if __name__ == "__main__":
+    run_command(main, "claims")

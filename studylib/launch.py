@@ -1,8 +1,8 @@
 """Whole notebooks under torchrun: every rank executes the notebook, every run of it trains data-parallel.
 
-    torchrun --nproc-per-node 4 -m studylib.experiments.launch 02_batch_size_sweep --scale paper
+    torchrun --nproc-per-node 4 -m studylib.launch 02_batch_size_sweep --scale paper
     torchrun --nnodes 2 --nproc-per-node 4 --rdzv-backend c10d --rdzv-endpoint HOST:29500 \\
-        -m studylib.experiments.launch 06_beclr_pretraining --scale paper
+        -m studylib.launch 06_beclr_pretraining --scale paper
 
 Each rank runs papermill on the notebook with ``params/<notebook>/<scale>.yaml`` (``-p NAME VALUE`` overrides a
 value). The kernels inherit torchrun's ``RANK``/``WORLD_SIZE``/``MASTER_ADDR``, so every ``run_spec`` in the
@@ -29,7 +29,7 @@ GROUP_ENV = "STUDYLIB_DIST_GROUP"  # names the process group of one notebook (a 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="torchrun ... -m studylib.experiments.launch", description=__doc__,
+    ap = argparse.ArgumentParser(prog="torchrun ... -m studylib.launch", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("notebooks", nargs="+", help="notebook names, e.g. 02_batch_size_sweep")
     ap.add_argument("--scale", default="smoke", help="parameter file: params/<notebook>/<scale>.yaml")

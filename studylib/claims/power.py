@@ -23,7 +23,7 @@ tests ``P(T > t_c)``; the equivalence (TOST) test the probability that the mean 
 ``t_c`` floored standard errors, integrated over the seeds' spread (the two one-sided tests share it).
 Cost: the pilot table records its notebook's seconds (its wall time plus the recorded training and evaluation
 seconds of the runs it reused from the cache, so a table re-made from cached runs counts them too:
-:func:`studylib.experiments.claims.provenance`), so a seed costs about ``seconds / seeds``; the fixed part (data
+:func:`studylib.claims.table.provenance`), so a seed costs about ``seconds / seeds``; the fixed part (data
 generation, kernel start) is counted in, which overstates the cost of added seeds a little. Tables saved before
 2026-11-29 from cached runs recorded only the wall time, which understates it.
 """
@@ -195,7 +195,7 @@ class Need:
 
 def needs(table: dict[str, Any], listing: Any = None) -> list[Need]:
     """The seeds each measured claim of a saved table needs (module docstring)."""
-    from studylib.experiments.claims import ClaimsTable
+    from studylib.claims.table import ClaimsTable
     t = ClaimsTable.from_dict(table, listing=listing)
     judged = t.judgements()
     family = max((j.family for j in judged.values()), default=0)
@@ -235,22 +235,59 @@ def minutes_per_seed(table: dict[str, Any]) -> float | None:
     return seconds / 60.0 / seeds
 
 
+def pilots(notebook: str) -> list[str]:
+    """The pilot tables ``--pilot`` may name for a notebook: its parameter files (``smoke``, ``evidence``,
+    ``paper``, variants such as ``paper-cifarfs``), whose tables are ``<cache>/claims/<nb>/<name>.json`` or the
+    committed ``params/<nb>/<name>.claims.json``. Only these names ever become a path."""
+    from studylib.claims.store import param_files
+    return param_files(notebook)
+
+
+def check_pilot(pilot: str, notebooks: list[str]) -> None:
+    """ValueError (one line naming ``--pilot`` and what exists) unless ``pilot`` is a parameter file of at least
+    one of ``notebooks`` (a name, never a path: ``--pilot ../../x`` is refused before anything is read)."""
+    known = {nb: pilots(nb) for nb in notebooks}
+    if any(pilot in names for names in known.values()):
+        return
+    order = {"smoke": 0, "evidence": 1}
+    names = sorted({n for ns in known.values() for n in ns}, key=lambda n: (order.get(n, 2), n))
+    where = f"{notebooks[0]}'s" if len(notebooks) == 1 else "the notebooks'"
+    raise ValueError(f"--pilot {pilot}: not a parameter file of {'any of ' if len(notebooks) > 1 else ''}"
+                     f"{', '.join(notebooks) if len(notebooks) <= 3 else f'{len(notebooks)} notebooks'}; "
+                     f"{where} pilots: {', '.join(names) or 'none'} (e.g. --pilot smoke)")
+
+
 def report(notebooks: Iterable[str], pilot: str = "smoke") -> str:
     """The text of ``./study power``: per notebook, each measured claim's pilot effect, the seeds it needs and
-    the minutes the notebook would take at the seeds its claims need."""
-    from studylib.experiments.claims import saved_table, static_claims
+    the minutes the notebook would take at the seeds its claims need. A notebook without ``pilot`` as a parameter
+    file, or without that table yet, or with a damaged one, gets one line saying so (and the command that makes
+    the table, where one would)."""
+    from studylib.claims.store import claims_dir, committed_claims_path, saved_table, static_claims
     lines = []
     total = decidable = 0
     for nb in notebooks:
-        table = saved_table(nb, pilot)
-        if table is None:
-            lines.append(f"{nb}: no {pilot} table (run ./study run --scale {pilot} {nb})")
+        if pilot not in pilots(nb):
+            lines.append(f"{nb}: no {pilot} scale (no params/{nb}/{pilot}.yaml), so no {pilot} table")
             continue
+        table = saved_table(nb, pilot)
         try:
             listing = static_claims(nb, pilot)
         except Exception:  # noqa: BLE001 - the pilot's own stored rules suffice
             listing = None
-        rows = needs(table, listing)
+        if table is None:
+            data = (f" (it needs the paper's data: ./study check --scale {pilot} {nb} says whether this machine has "
+                    f"it)" if pilot.startswith("paper") else "")
+            lines.append(f"{nb}: no {pilot} table yet; ./study run --scale {pilot} {nb} makes one{data}" if listing
+                         else f"{nb}: no {pilot} table (the notebook lists no claims at this scale)")
+            continue
+        try:
+            rows = needs(table, listing)
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            where = claims_dir() / nb / f"{pilot}.json" if table.get("from") == "this machine" else \
+                committed_claims_path(nb, pilot)
+            lines.append(f"{nb}: the {pilot} table {where} is damaged ({type(err).__name__}: {err}); re-make it: "
+                         f"./study run --scale {pilot} {nb}")
+            continue
         if not rows:
             continue
         per = minutes_per_seed(table)
@@ -270,18 +307,24 @@ def report(notebooks: Iterable[str], pilot: str = "smoke") -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="./study power", description="Seeds each claim needs to be decided (80% "
                                  "power under the verdict rules), from a pilot table.")
     ap.add_argument("notebooks", nargs="*", help="notebooks (default: all)")
     ap.add_argument("--pilot", default="smoke", help="the saved table to take effects and spreads from: smoke "
-                    "(committed) or evidence")
+                    "(committed), evidence, or another of the notebook's parameter files")
     args = ap.parse_args(argv)
-    from studylib.notebooks import resolve
-    from studylib.paths import notebook_names
-    names = [resolve(n) for n in args.notebooks] if args.notebooks else notebook_names()
+    from studylib.paths import notebook_names, resolve_notebook
+    try:  # every argument checked before the work
+        names = [resolve_notebook(n) for n in args.notebooks] if args.notebooks else notebook_names()
+        check_pilot(args.pilot, names)
+    except ValueError as err:
+        print(f"power: {err}", file=sys.stderr)
+        return 2
     print(report(names, args.pilot))
+    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from studylib.utils import run_command
+    run_command(main, "power")

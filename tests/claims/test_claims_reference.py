@@ -7,15 +7,16 @@ from dataclasses import dataclass
 
 import pytest
 
+from studylib.claims import store as C
+from studylib.claims import table as T
+from studylib.claims import reference as R
 from studylib.config import param
 from studylib.evaluation.stats import over_seeds
 from studylib.evaluation.verdicts import NOT_RUN, NOT_TESTED, REPRODUCED, Claim, Expectation
-from studylib.experiments import claims as C
-from studylib.experiments import reference as R
 
 
 def _table(scale="smoke"):
-    return C.ClaimsTable("00_quickstart", scale, [
+    return T.ClaimsTable("00_quickstart", scale, [
         Claim("a-beats-b", "A beats B", "Table 2", "62.6 vs 60.4", "A - B", Expectation("greater")),
         Claim("level", "A's accuracy", "Table 2", "62.55", "ours - paper", Expectation("within", margin=0.01),
               applies=False, why_not="needs miniImageNet"),
@@ -36,7 +37,7 @@ def test_checked_view_does_not_depend_on_measurements():
 
 def test_ids_are_unique_and_lookups_name_the_choices():
     with pytest.raises(ValueError, match="repeated: x"):
-        C.ClaimsTable("00_quickstart", "smoke", [Claim("x", "", "", "", "", Expectation("greater"))] * 2)
+        T.ClaimsTable("00_quickstart", "smoke", [Claim("x", "", "", "", "", Expectation("greater"))] * 2)
     with pytest.raises(KeyError, match="a-beats-b, level"):
         _table()["nope"]
 
@@ -106,3 +107,20 @@ def test_a_check_run_claims_the_paper_ids(nb):
     cut = [c for c in check if "check scale cuts" in c.why_not]
     assert all(c.verdict == "not tested" for c in cut)
     assert len(cut) < len(paper)  # the check run still measures some paper ids (the wiring is exercised)
+
+
+def test_a_rewritten_reference_goes_to_the_staging_folder_of_study_reference(tmp_path, monkeypatch):
+    """``./study reference`` sets STUDYLIB_REFERENCE_STAGE: the notebook's new reference is written there and the
+    script installs it only once the notebook has run to its end (issue 40: an interrupted run left the committed
+    reference rewritten)."""
+    (tmp_path / "params" / "99_demo").mkdir(parents=True)
+    (tmp_path / "notebooks").mkdir()
+    monkeypatch.chdir(tmp_path)
+    committed = tmp_path / "params" / "99_demo" / "smoke.reference.json"
+    committed.write_text("committed\n")
+    monkeypatch.setenv(R.STAGE_ENV, str(tmp_path / "stage"))
+    values = {"acc": over_seeds([0.60, 0.62, 0.64]), "count": 120}
+    assert R.check("99_demo", P(), values, update=True).status == "written"
+    assert committed.read_text() == "committed\n"
+    staged = json.loads((tmp_path / "stage" / "99_demo" / "smoke.reference.json").read_text())
+    assert staged["notebook"] == "99_demo" and set(staged["values"]) == {"acc", "count"}

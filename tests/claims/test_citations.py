@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from studylib.experiments import claim_registry as R
-from studylib.experiments.claims import static_claims
+from studylib.claims import registry as R
+from studylib.claims.store import static_claims
 from studylib.paths import notebook_names
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from studylib import progress as progress_display
 from studylib.data import load_dataset
 from studylib.data.base import DataError, FewShotDataset, ImageSplit
 from studylib.data.samplers import check_episode
-from studylib import progress as progress_display
 from studylib.methods import method_version
 from studylib.methods.base import Method
+from studylib.provenance import count_reused, made_here
 from studylib.training import distributed
 from studylib.training.loop import Diverged, TrainConfig, build_sampler, config_dict, train
 from studylib.training.runstore import WEIGHTS, Run, RunFileError, RunStore, provenance
@@ -561,7 +562,7 @@ def run_spec(spec: RunSpec, store: RunStore | None = None, stop_after: int | Non
 def _train_and_evaluate(spec: RunSpec, store: RunStore, run: Run, dataset: FewShotDataset, stop_after: int | None,
                         progress: bool | None) -> Outcome:
     ev_run = run.child("eval", spec.eval_config())
-    _MADE_HERE.update((str(run.path), str(ev_run.path)))  # this process's wall time holds them
+    made_here(run.path, ev_run.path)  # this process's wall time holds them
     method, transform = build_parts(spec, dataset)
     device = get_device(spec.train.device)
     spec.train.progress = progress_display.resolve(progress)
@@ -691,25 +692,6 @@ def run_untrained(spec: RunSpec, store: RunStore | None = None) -> Outcome:
             lock.release()
 
 
-# The recorded seconds of the training and evaluation this process reused from the store (each run folder counted
-# once; runs this process trained or evaluated are not counted: its wall time holds them). A claims table adds
-# them to its wall time (studylib.experiments.claims.provenance), so that a table re-made from cached runs still
-# says about what its notebook costs from an empty cache, which ./study power scales by seeds.
-REUSED_SECONDS: dict[str, float] = {}
-_MADE_HERE: set[str] = set()
-
-
-def reused_seconds() -> float:
-    """Seconds of training and evaluation this process took from the store instead of computing them."""
-    return float(sum(REUSED_SECONDS.values()))
-
-
-def _count_reused(run: Run, ev_run: Run, result: dict[str, Any]) -> None:
-    for path, key in ((run.path, "train_seconds"), (ev_run.path, "eval_seconds")):
-        if str(path) not in _MADE_HERE:
-            REUSED_SECONDS.setdefault(str(path), float(result.get(key) or 0.0))
-
-
 def stored_outcome_in(spec: RunSpec, run: Run) -> Outcome | None:
     """The finished evaluation of ``spec``'s protocol in ``run`` (a trained or an untrained run's folder), or None
     (a damaged one is reported and evaluated again)."""
@@ -722,7 +704,8 @@ def stored_outcome_in(spec: RunSpec, run: Run) -> Outcome | None:
     except RunFileError as e:
         warnings.warn(f"evaluating again: {e.path}: {e.problem}", stacklevel=3)
         return None
-    _count_reused(run, ev_run, outcome.result)
+    count_reused((run.path, outcome.result.get("train_seconds")),
+                 (ev_run.path, outcome.result.get("eval_seconds")))
     return outcome
 
 
@@ -746,29 +729,6 @@ def _training_record(run: Run) -> dict[str, Any]:
         record = {"kind": "training", "record_rebuilt": True, "train_seconds": None}
         run.save_result(record)
         return record
-
-
-def run_sweep(specs: list[RunSpec], store: RunStore | None = None, progress: bool | None = None,
-              backend: str | None = None) -> list[Outcome]:
-    """Run every spec, reusing finished runs.
-
-    Progress (on by default; ``progress=False`` or ``STUDYLIB_PROGRESS=0`` turns it off): one text line per run
-    over the whole sweep and the current run's training bar, prefixed ``[i/n]`` (:mod:`studylib.progress`);
-    plain text, so JupyterLab, papermill's logs and the saved notebook all show it.
-
-    ``backend``: ``"local"`` (one after another in this process), ``"ray"`` (one Ray task per unfinished run,
-    :mod:`studylib.experiments.sweeps`), or None: ``"ray"`` when ``$STUDYLIB_RAY_ADDRESS`` is set, else local.
-    """
-    from studylib.experiments import sweeps  # [ray]
-    show = progress_display.resolve(progress)
-    if sweeps.choose_backend(backend) == "ray":  # [ray]
-        return sweeps.run_sweep_ray(specs, store, progress=show)
-    out = []
-    sweep = progress_display.SweepProgress(len(specs), desc="sweep", enabled=show)
-    for spec in specs:
-        with sweep.run(spec.name):
-            out.append(run_spec(spec, store, progress=show))
-    return out
 
 
 def load_trained(outcome: Outcome, device: torch.device | str | None = None

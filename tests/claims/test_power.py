@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import scipy.stats
 
+from studylib.claims import power as W
 from studylib.evaluation import verdicts as v
 from studylib.evaluation.stats import over_seeds
-from studylib.experiments import power as W
 
 
 @pytest.mark.parametrize("c, dof, ncp", [(2.0, 5, 1.0), (4.0, 2, 3.0), (-1.0, 9, 0.5), (3.5, 20, 4.0)])
@@ -72,7 +72,7 @@ def test_planning_sd_is_the_upper_confidence_limit_of_the_pilots_spread():
 
 
 def test_the_report_reads_a_saved_table_and_its_cost(tmp_path, monkeypatch):
-    from studylib.experiments import claims as C
+    from studylib.claims import store as C
     monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path))
     t = C.static_claims("00_quickstart")
     t.measure("table2-nc-beats-soft-5shot", over_seeds([0.02, 0.03, 0.025]))
