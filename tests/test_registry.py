@@ -20,7 +20,8 @@ def test_a_fresh_interpreter_finds_every_method_by_name_from_the_registry_alone(
                  "print('before', 'studylib.methods.beclr' in sys.modules)\n"
                  "print(type(METHODS['beclr']).__name__, ' '.join(METHODS))")
     assert out[:2] == ["before", "False"]
-    assert {"nca", "pn", "mn", "ce", "beclr", "spe", "pn_deterministic", "set2model", "infopatch"} <= set(out[3:])
+    assert {"nca", "pn", "mn", "ce", "beclr", "spe", "pn_deterministic", "set2model", "infopatch",
+            "simclr"} <= set(out[3:])
 
 
 def test_a_fresh_interpreter_finds_every_classifier_by_name_without_importing_the_methods_package_for_it():
