@@ -213,6 +213,8 @@ for _ in $(seq 1200); do
     [ -n "$FAKE_WAIT" ] && [ "$(grep -c '^start' "$FAKE_LOG")" -lt 2 ] || break
     sleep 0.1
 done
+# with FAKE_SLEEP, take that long: two notebooks run side by side overlap
+[ -z "${FAKE_SLEEP:-}" ] || sleep "$FAKE_SLEEP"
 echo "end $name $(date +%s.%N)" >> "$FAKE_LOG"
 [ "$name" != "$FAIL_NB" ] || { echo "boom in $name"; exit 1; }
 cp "$3" "$4"
@@ -254,6 +256,45 @@ def test_run_jobs_runs_notebooks_side_by_side_and_names_each_line(repo, tmp_path
         assert "[00_quickstart] study: 00_quickstart done" in out.stderr
     bad = subprocess.run([str(root / "study"), "run", "--jobs", "0", nbs[0]], env=env, capture_output=True, text=True)
     assert bad.returncode == 2 and "--jobs needs a whole number" in bad.stderr
+
+
+@pytest.mark.parametrize("threads", ["1", "cores"])
+def test_evidence_runs_as_many_notebooks_at_a_time_as_the_cores_hold_at_its_threads(repo, tmp_path, threads):
+    """Without --jobs the evidence scale runs cores // threads notebooks at a time (at most 2, at least 1): with
+    STUDYLIB_THREADS=2 on the 2-core machine, two notebooks side by side ran 4 threads on 2 cores and an NCA run
+    of 00 took 82-93 s instead of 14 s one notebook at a time (2026-12-02). With as many threads as cores the
+    notebooks run one after the other; with one thread on a machine of 2 or more cores, side by side."""
+    import shutil
+    cores = os.cpu_count() or 1
+    if threads == "1" and cores < 2:
+        pytest.skip("side by side needs 2 cores")
+    root = tmp_path / "repo"
+    nbs = ("00_quickstart", "13_infopatch")
+    for nb in nbs:
+        (root / "params" / nb).mkdir(parents=True)
+        (root / "params" / nb / "evidence.yaml").write_text("scale: evidence\n")
+    (root / "notebooks").mkdir()
+    for f in ("study", "pyproject.toml", *(f"notebooks/{nb}.ipynb" for nb in nbs)):
+        shutil.copy2(repo / f, root / f)
+    (root / ".venv").symlink_to((repo / ".venv").resolve())
+    fake = tmp_path / "papermill"
+    fake.write_text(FAKE_RUN)
+    fake.chmod(0o755)
+    log = tmp_path / "log.txt"
+    overlap = threads == "1"
+    env = _env(STUDYLIB_PAPERMILL=str(fake), FAKE_LOG=str(log), FAIL_NB="", FAKE_WAIT="1" if overlap else "",
+               FAKE_SLEEP="" if overlap else "6", STUDYLIB_CACHE=str(tmp_path / "cache"),
+               STUDYLIB_THREADS=str(cores) if threads == "cores" else "1")
+    out = subprocess.run([str(root / "study"), "run", "--scale", "evidence", *nbs], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    times = {}
+    for line in log.read_text().split("\n"):
+        if line:
+            what, nb, t = line.split()
+            times[(what, nb)] = float(t)
+    first, second = sorted(nbs, key=lambda nb: times[("start", nb)])
+    assert (times[("start", second)] < times[("end", first)]) == overlap
 
 
 def test_run_says_not_run_for_a_notebook_whose_shared_data_is_absent_and_goes_on(repo, tmp_path):
