@@ -218,7 +218,7 @@ def test_list_runs_reports_status_creation_and_training_record(tmp_path):
 def _legacy_store(tmp_path):
     """A tiny finished run, then its checksum sidecars and format records removed: what studylib wrote before
     checksums."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "experiments"))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "runs"))
     from test_runner_guards import tiny_spec
     from studylib.runs.runner import run_spec
     store = RunStore(tmp_path / "store")
@@ -302,7 +302,7 @@ def test_a_damaged_sidecar_makes_the_file_damaged_not_adoptable(tmp_path):
 # ------------------------------------------------------------- tampering with a run of today's format (issue 29)
 
 def _finished(tmp_path):
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "experiments"))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "runs"))
     from test_runner_guards import tiny_spec
     from studylib.runs.runner import run_spec
     store = RunStore(tmp_path / "store")
