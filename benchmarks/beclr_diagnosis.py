@@ -36,6 +36,7 @@ Usage (one core per run; about 90 s per 300-step Omniglot arm and seed)::
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -142,6 +143,24 @@ def measure(arm: str, p: BeclrParams, episodes: int, store: RunStore) -> tuple[d
     return evaluate_arm(feats, labels, p.seeds[0], episodes), time.perf_counter() - t0
 
 
+def table(rows: dict[str, dict[int, list[float]]], seconds: dict[str, float], title: str, command: str) -> str:
+    """The markdown table: per arm mean +- t95 over seeds at 1 and 5 shots, the paired 1-shot gain over
+    ``random`` (same seeds, same episodes) and the training-plus-evaluation seconds summed over seeds."""
+    lines = [title, "", f"`{command}`", "",
+             "| arm | 1-shot | 5-shot | 1-shot minus random | seconds |", "| --- | --- | --- | --- | --- |"]
+    base = rows.get("random", {}).get(1)
+    for arm, by in rows.items():
+        m1, c1 = mean_ci95(by[1])
+        m5, c5 = mean_ci95(by[5])
+        gain = ""
+        if base is not None and arm != "random" and len(base) == len(by[1]):
+            g, cg = mean_ci95([x - y for x, y in zip(by[1], base)])
+            gain = f"{100 * g:+.1f} ± {100 * cg:.1f}"
+        lines.append(f"| {arm} | {100 * m1:.1f} ± {100 * c1:.1f} | {100 * m5:.1f} ± {100 * c5:.1f} | {gain} | "
+                     f"{seconds[arm]:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", choices=("omniglot", "glyphs"), default="omniglot")
@@ -151,39 +170,46 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--episodes", type=int, default=600)
     ap.add_argument("--arms", default=",".join(["random", "simclr", "beclr"] + [f"beclr:{c}" for c in CHANGES]))
     ap.add_argument("--store", default=None, help="run store (default: $STUDYLIB_CACHE/runs)")
+    ap.add_argument("--json", default=None, help="write the per-seed accuracies here (for --merge)")
+    ap.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                    help="no training: the table of several --json files (e.g. one process per seed)")
     ap.add_argument("--out", default=None, help="write the table here too (markdown)")
     a = ap.parse_args(argv)
-    torch.set_num_threads(int(os.environ.get("STUDYLIB_THREADS", "1")))
-    arms = [s for s in a.arms.split(",") if s]
-    for arm in arms:  # every name checked before any training
-        if arm != "random":
-            arm_spec(arm, params("glyphs", a.split, a.steps, 0))
-    store = RunStore(Path(a.store)) if a.store else RunStore()
-    rows: dict[str, dict[int, list[float]]] = {}
-    seconds: dict[str, float] = {}
-    for arm in arms:
-        for seed in a.seeds:
-            acc, sec = measure(arm, params(a.data, a.split, a.steps, seed), a.episodes, store)
-            for shots, v in acc.items():
-                rows.setdefault(arm, {}).setdefault(shots, []).append(v)
-            seconds[arm] = seconds.get(arm, 0.0) + sec
-            print(f"{arm} seed {seed}: 1-shot {100 * acc[1]:.1f}, 5-shot {100 * acc[5]:.1f} ({sec:.0f} s)",
-                  flush=True)
-    lines = [f"# BECLR diagnosis: {a.data}, split {a.split}, {a.steps} steps, seeds {a.seeds}, {a.episodes} "
-             f"episodes (5-way, logistic regression without OpTA)", "",
-             f"`{' '.join(['benchmarks/beclr_diagnosis.py'] + (argv if argv is not None else sys.argv[1:]))}`", "",
-             "| arm | 1-shot | 5-shot | 1-shot minus random | seconds |", "| --- | --- | --- | --- | --- |"]
-    base = rows.get("random", {}).get(1)
-    for arm, by in rows.items():
-        m1, c1 = mean_ci95(by[1])
-        m5, c5 = mean_ci95(by[5])
-        gain = ""
-        if base is not None and arm != "random":
-            g, cg = mean_ci95([x - y for x, y in zip(by[1], base)])
-            gain = f"{100 * g:+.1f} ± {100 * cg:.1f}"
-        lines.append(f"| {arm} | {100 * m1:.1f} ± {100 * c1:.1f} | {100 * m5:.1f} ± {100 * c5:.1f} | {gain} | "
-                     f"{seconds[arm]:.0f} |")
-    text = "\n".join(lines) + "\n"
+    command = " ".join(["benchmarks/beclr_diagnosis.py"] + (argv if argv is not None else sys.argv[1:]))
+    if a.merge:
+        rows: dict[str, dict[int, list[float]]] = {}
+        seconds: dict[str, float] = {}
+        heads = []
+        for f in a.merge:
+            d = json.loads(Path(f).read_text())
+            heads.append(d["title"])
+            for arm, per in d["rows"].items():
+                for shots, values in per.items():
+                    rows.setdefault(arm, {}).setdefault(int(shots), []).extend(values)
+                seconds[arm] = seconds.get(arm, 0.0) + d["seconds"][arm]
+        text = table(rows, seconds, heads[0].split(", seeds")[0] + f" (merged: {', '.join(a.merge)})", command)
+    else:
+        torch.set_num_threads(int(os.environ.get("STUDYLIB_THREADS", "1")))
+        arms = [s for s in a.arms.split(",") if s]
+        for arm in arms:  # every name checked before any training
+            if arm != "random":
+                arm_spec(arm, params("glyphs", a.split, a.steps, 0))
+        store = RunStore(Path(a.store)) if a.store else RunStore()
+        rows, seconds = {}, {}
+        for arm in arms:
+            for seed in a.seeds:
+                acc, sec = measure(arm, params(a.data, a.split, a.steps, seed), a.episodes, store)
+                for shots, v in acc.items():
+                    rows.setdefault(arm, {}).setdefault(shots, []).append(v)
+                seconds[arm] = seconds.get(arm, 0.0) + sec
+                print(f"{arm} seed {seed}: 1-shot {100 * acc[1]:.1f}, 5-shot {100 * acc[5]:.1f} ({sec:.0f} s)",
+                      flush=True)
+        title = (f"# BECLR diagnosis: {a.data}, split {a.split}, {a.steps} steps, seeds {a.seeds}, {a.episodes} "
+                 f"episodes (5-way, logistic regression without OpTA)")
+        if a.json:
+            Path(a.json).write_text(json.dumps({"title": title, "command": command, "rows": rows,
+                                                "seconds": seconds}, indent=1))
+        text = table(rows, seconds, title, command)
     print(text)
     if a.out:
         Path(a.out).write_text(text)
