@@ -221,34 +221,51 @@ cp "$3" "$4"
 """
 
 
-def test_run_jobs_runs_notebooks_side_by_side_and_names_each_line(repo, tmp_path):
-    """``./study run --jobs 2`` (the evidence scale's default) runs two notebooks at a time (each fake papermill
-    waits for the other to start), each output line prefixed with its notebook, and fails when one fails."""
-    jobs, overlap = "2", True
+def _fake_study(repo: Path, tmp_path: Path, nbs: tuple[str, ...], files: dict[str, str]) -> tuple[Path, Path, Path]:
+    """A copy of ./study with the notebooks ``nbs`` and ``files`` (``{relative path: text}``, a ``None``-free
+    mapping; ``"copy"`` copies the repository's file), the real .venv and the fake papermill :data:`FAKE_RUN`:
+    ``(root, fake papermill, its log)``."""
     import shutil
     root = tmp_path / "repo"
-    nbs = ("00_quickstart", "13_infopatch")
     for nb in nbs:
         (root / "params" / nb).mkdir(parents=True)
-        shutil.copy2(repo / "params" / nb / "smoke.yaml", root / "params" / nb / "smoke.yaml")
     (root / "notebooks").mkdir()
     for f in ("study", "pyproject.toml", *(f"notebooks/{nb}.ipynb" for nb in nbs)):
         shutil.copy2(repo / f, root / f)
+    for f, text in files.items():
+        if text == "copy":
+            shutil.copy2(repo / f, root / f)
+        else:
+            (root / f).write_text(text)
     (root / ".venv").symlink_to((repo / ".venv").resolve())
     fake = tmp_path / "papermill"
     fake.write_text(FAKE_RUN)
     fake.chmod(0o755)
-    log = tmp_path / "log.txt"
-    env = _env(STUDYLIB_PAPERMILL=str(fake), FAKE_LOG=str(log), FAIL_NB="13_infopatch",
-               STUDYLIB_CACHE=str(tmp_path / "cache"), FAKE_WAIT="1" if overlap else "")
-    out = subprocess.run([str(root / "study"), "run", "--jobs", jobs, *nbs], env=env, capture_output=True,
-                         text=True, timeout=300)
-    assert out.returncode == 1, out.stderr  # 13 failed
+    return root, fake, tmp_path / "log.txt"
+
+
+def _times(log: Path) -> dict[tuple[str, str], float]:
+    """``{("start" | "end", notebook): time}`` from the fake papermill's log."""
     times = {}
     for line in log.read_text().split("\n"):
         if line:
             what, nb, t = line.split()
             times[(what, nb)] = float(t)
+    return times
+
+
+def test_run_jobs_runs_notebooks_side_by_side_and_names_each_line(repo, tmp_path):
+    """``./study run --jobs 2`` runs two notebooks at a time (each fake papermill waits for the other to start),
+    each output line prefixed with its notebook, and fails when one fails."""
+    jobs, overlap = "2", True
+    nbs = ("00_quickstart", "13_infopatch")
+    root, fake, log = _fake_study(repo, tmp_path, nbs, {f"params/{nb}/smoke.yaml": "copy" for nb in nbs})
+    env = _env(STUDYLIB_PAPERMILL=str(fake), FAKE_LOG=str(log), FAIL_NB="13_infopatch",
+               STUDYLIB_CACHE=str(tmp_path / "cache"), FAKE_WAIT="1" if overlap else "")
+    out = subprocess.run([str(root / "study"), "run", "--jobs", jobs, *nbs], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 1, out.stderr  # 13 failed
+    times = _times(log)
     side_by_side = times[("start", nbs[1])] < times[("end", nbs[0])]
     assert side_by_side == overlap  # one after the other: the first ended before the second started
     if jobs == "2":
@@ -264,23 +281,12 @@ def test_evidence_runs_as_many_notebooks_at_a_time_as_the_cores_hold_at_its_thre
     STUDYLIB_THREADS=2 on the 2-core machine, two notebooks side by side ran 4 threads on 2 cores and an NCA run
     of 00 took 82-93 s instead of 14 s one notebook at a time (2026-12-02). With as many threads as cores the
     notebooks run one after the other; with one thread on a machine of 2 or more cores, side by side."""
-    import shutil
     cores = os.cpu_count() or 1
     if threads == "1" and cores < 2:
         pytest.skip("side by side needs 2 cores")
-    root = tmp_path / "repo"
     nbs = ("00_quickstart", "13_infopatch")
-    for nb in nbs:
-        (root / "params" / nb).mkdir(parents=True)
-        (root / "params" / nb / "evidence.yaml").write_text("scale: evidence\n")
-    (root / "notebooks").mkdir()
-    for f in ("study", "pyproject.toml", *(f"notebooks/{nb}.ipynb" for nb in nbs)):
-        shutil.copy2(repo / f, root / f)
-    (root / ".venv").symlink_to((repo / ".venv").resolve())
-    fake = tmp_path / "papermill"
-    fake.write_text(FAKE_RUN)
-    fake.chmod(0o755)
-    log = tmp_path / "log.txt"
+    root, fake, log = _fake_study(repo, tmp_path, nbs, {f"params/{nb}/evidence.yaml": "scale: evidence\n"
+                                                        for nb in nbs})
     overlap = threads == "1"
     env = _env(STUDYLIB_PAPERMILL=str(fake), FAKE_LOG=str(log), FAIL_NB="", FAKE_WAIT="1" if overlap else "",
                FAKE_SLEEP="" if overlap else "6", STUDYLIB_CACHE=str(tmp_path / "cache"),
@@ -288,11 +294,7 @@ def test_evidence_runs_as_many_notebooks_at_a_time_as_the_cores_hold_at_its_thre
     out = subprocess.run([str(root / "study"), "run", "--scale", "evidence", *nbs], env=env, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    times = {}
-    for line in log.read_text().split("\n"):
-        if line:
-            what, nb, t = line.split()
-            times[(what, nb)] = float(t)
+    times = _times(log)
     first, second = sorted(nbs, key=lambda nb: times[("start", nb)])
     assert (times[("start", second)] < times[("end", first)]) == overlap
 
