@@ -89,28 +89,36 @@ def params(data: str, split: str, steps: int, seed: int) -> BeclrParams:
                        image_size=28, conv4_hidden=64, batch_size=64, memory_size=1024, partitions=32, **common)
 
 
+def changes_of(arm: str) -> list[str]:
+    """The :data:`CHANGES` an arm names (``[]`` for ``random``, ``simclr`` and ``beclr``); an unknown arm or
+    change exits with the names allowed, before any data is read."""
+    if arm in ("random", "simclr", "beclr"):
+        return []
+    kind, _, changes = arm.partition(":")
+    if kind != "beclr" or not changes:
+        raise SystemExit(f"unknown arm {arm!r}: random, simclr, beclr or beclr:<{'|'.join(CHANGES)}>[+...]")
+    for change in changes.split("+"):
+        if change not in CHANGES:
+            raise SystemExit(f"unknown change {change!r}; known: {', '.join(CHANGES)}")
+    return changes.split("+")
+
+
 def arm_spec(arm: str, p: BeclrParams) -> RunSpec:
     """The run of one arm (``simclr``, ``beclr`` or ``beclr:<change>[+<change>...]``) under ``p``."""
+    changes = changes_of(arm)
     base = beclr_spec(p, train_images(p), label="diag")
     if p.data == "omniglot":
         base.data.options["rotations"] = True
     if arm == "simclr":
         tc = replace(base.train, optimizer="adam", lr=1e-3, weight_decay=0.0, momentum=0.0)
         return replace(base, name="diag-simclr", method="simclr", method_options={"temperature": 0.5},
-                            augment="none", augment_options=dict(MILD), train=tc)
-    if arm == "beclr":
-        return base
-    kind, _, changes = arm.partition(":")
-    if kind != "beclr" or not changes:
-        raise SystemExit(f"unknown arm {arm!r}: random, simclr, beclr or beclr:<{'|'.join(CHANGES)}>[+...]")
+                       augment="none", augment_options=dict(MILD), train=tc)
     spec = base
-    for change in changes.split("+"):
-        if change not in CHANGES:
-            raise SystemExit(f"unknown change {change!r}; known: {', '.join(CHANGES)}")
+    for change in changes:
         method, train, run = CHANGES[change]
         spec = replace(spec, method_options={**spec.method_options, **method},
-                            train=replace(spec.train, **train), **run)
-    return replace(spec, name=f"diag-{arm.replace(':', '-').replace('+', '-')}")
+                       train=replace(spec.train, **train), **run)
+    return spec if not changes else replace(spec, name=f"diag-{arm.replace(':', '-').replace('+', '-')}")
 
 
 def mean_ci95(values: list[float]) -> tuple[float, float]:
@@ -191,9 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         torch.set_num_threads(int(os.environ.get("STUDYLIB_THREADS", "1")))
         arms = [s for s in a.arms.split(",") if s]
-        for arm in arms:  # every name checked before any training
-            if arm != "random":
-                arm_spec(arm, params("glyphs", a.split, a.steps, 0))
+        for arm in arms:  # every name checked before any data is read
+            changes_of(arm)
         store = RunStore(Path(a.store)) if a.store else RunStore()
         rows, seconds = {}, {}
         for arm in arms:

@@ -41,6 +41,23 @@ if _OWN_CACHE:
     os.environ["STUDYLIB_CACHE"] = tempfile.mkdtemp(prefix="studylib-test-cache-")
 
 
+def label_trap(n: int):
+    """A ``Batch`` of ``n`` images whose labels raise when read: what a label-free objective is handed in its
+    tests (BECLR, SimCLR)."""
+    from studylib.data.samplers import Batch
+
+    class LabelTrap(Batch):
+        @property
+        def labels(self):  # type: ignore[override]
+            raise AssertionError("the loss of a label-free objective read batch.labels")
+
+        @labels.setter
+        def labels(self, value) -> None:
+            pass
+
+    return LabelTrap(torch.arange(n))
+
+
 def pytest_unconfigure(config):
     if _OWN_CACHE and not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
         shutil.rmtree(os.environ["STUDYLIB_CACHE"], ignore_errors=True)

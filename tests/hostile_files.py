@@ -65,6 +65,17 @@ def png(size: int = 8, seed: int = 0, mode: str = "L") -> bytes:
     return buf.getvalue()
 
 
+def image_folder(root: Path, classes: int = 30, per: int = 12) -> Path:
+    """``root/c00 ... c<classes-1>``, each with ``per`` distinct 8-px PNGs of noise (:func:`png`): a valid folder
+    data set to damage."""
+    for k in range(classes):
+        d = root / f"c{k:02d}"
+        d.mkdir(parents=True)
+        for i in range(per):
+            (d / f"{i}.png").write_bytes(png(8, seed=1000 * k + i))
+    return root
+
+
 def glyph_png(seed: int = 0, size: int = 12) -> bytes:
     """A 1-bit PNG as Omniglot's."""
     rng = np.random.default_rng(seed)

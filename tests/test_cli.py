@@ -222,9 +222,9 @@ cp "$3" "$4"
 
 
 def _fake_study(repo: Path, tmp_path: Path, nbs: tuple[str, ...], files: dict[str, str]) -> tuple[Path, Path, Path]:
-    """A copy of ./study with the notebooks ``nbs`` and ``files`` (``{relative path: text}``, a ``None``-free
-    mapping; ``"copy"`` copies the repository's file), the real .venv and the fake papermill :data:`FAKE_RUN`:
-    ``(root, fake papermill, its log)``."""
+    """A copy of ./study with the notebooks ``nbs`` and ``files`` (``{relative path: text}``; the text ``"copy"``
+    copies the repository's file), the real .venv and the fake papermill :data:`FAKE_RUN`: ``(root, fake
+    papermill, its log)``."""
     import shutil
     root = tmp_path / "repo"
     for nb in nbs:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from hostile_files import image_folder  # tests/hostile_files.py
 from studylib import preflight
 from studylib.data.base import DataError
 from studylib.data.readers import decode_images, load_image_folder, load_omniglot
@@ -33,15 +34,6 @@ def _png(size=64, seed=0, mode="L") -> bytes:
     return buf.getvalue()
 
 
-def _folder(root: Path, classes: int = 30, per: int = 12) -> Path:
-    for k in range(classes):
-        d = root / f"c{k:02d}"
-        d.mkdir(parents=True)
-        for i in range(per):
-            (d / f"{i}.png").write_bytes(_png(8, seed=1000 * k + i))
-    return root
-
-
 def _lying_header(data: bytes, width: int = 1, height: int = 1) -> bytes:
     """The PNG with its IHDR saying ``width x height`` (CRC recomputed, so the file is well-formed)."""
     assert data[12:16] == b"IHDR"
@@ -57,7 +49,7 @@ def _check(root: Path):
 
 def test_a_symlinked_class_folder_is_refused_by_the_reader_and_the_check(tmp_path):
     """Before: class99_alias -> class01 trained as a separate class with the same images, without notice."""
-    root = _folder(tmp_path / "mine")
+    root = image_folder(tmp_path / "mine")
     (root / "c99_alias").symlink_to(root / "c01", target_is_directory=True)
     with pytest.raises(DataError, match=r"class folder .*c99_alias \(a symlink\) is the same folder as class 'c01'"):
         load_image_folder(root, size=8, split="random")
@@ -66,7 +58,7 @@ def test_a_symlinked_class_folder_is_refused_by_the_reader_and_the_check(tmp_pat
 
 
 def test_hard_linked_images_in_two_classes_are_refused(tmp_path):
-    root = _folder(tmp_path / "mine")
+    root = image_folder(tmp_path / "mine")
     twin = root / "c98_twin"
     twin.mkdir()
     for f in sorted((root / "c02").iterdir()):
@@ -82,7 +74,7 @@ def test_hard_linked_images_in_two_classes_are_refused(tmp_path):
 def test_a_test_class_linking_a_training_class_is_refused_in_the_given_layout(tmp_path):
     root = tmp_path / "given"
     for s, n in (("train", 6), ("val", 3), ("test", 3)):
-        _folder(root / s, classes=n, per=4)
+        image_folder(root / s, classes=n, per=4)
     (root / "test" / "c02").rename(root / "test" / "old")
     (root / "test" / "c02").symlink_to(root / "train" / "c00", target_is_directory=True)
     with pytest.raises(DataError, match=r"test/c02 \(a symlink\) is the same folder as class 'train/c00'"):
@@ -127,7 +119,7 @@ def test_a_png_whose_header_disagrees_with_its_data_is_refused(tmp_path):
     with pytest.raises(DataError, match=r"its header says 1x1 pixels \(2 bytes of image data\) but its data hold more: "
                                         r"the header disagrees with the data"):
         decode_images([data], 8, "L")
-    root = _folder(tmp_path / "mine")
+    root = image_folder(tmp_path / "mine")
     (root / "c03" / "5.png").write_bytes(_lying_header(_png(8, seed=3005)))
     with pytest.raises(DataError, match=r"c03/5.png .*header disagrees with the data"):
         load_image_folder(root, size=8, split="random", cache=False)
@@ -138,14 +130,14 @@ def test_a_png_whose_header_disagrees_with_its_data_is_refused(tmp_path):
 
 def test_a_truncated_png_is_caught_by_the_check_before_training(tmp_path):
     """Issue 28: a truncated PNG passed ./study check and the run failed 24 s later."""
-    root = _folder(tmp_path / "mine")
+    root = image_folder(tmp_path / "mine")
     good = _png(64, seed=7)
     (root / "c04" / "0.png").write_bytes(good[: len(good) // 2])
     report = _check(root)
     assert not report.ok
     (problem,) = [p for p in report.problems if p.param == "data_root"]
     assert "c04/0.png: it is truncated" in problem.text and "Replace them" in problem.text
-    assert _check(_folder(tmp_path / "clean")).ok
+    assert _check(image_folder(tmp_path / "clean")).ok
 
 
 def test_jpegs_truncated_or_whole(tmp_path):

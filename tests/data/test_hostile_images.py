@@ -15,7 +15,8 @@ import pytest
 import torch
 from PIL import Image
 
-from hostile_files import MiB, bounded, png, png_declaring, sparse_file, zeros_deflate  # tests/hostile_files.py
+from hostile_files import (MiB, bounded, image_folder, png, png_declaring, sparse_file,  # tests/hostile_files.py
+                           zeros_deflate)
 from studylib import preflight
 from studylib.data.base import DataError
 from studylib.data.readers import decode_images, load_image_folder
@@ -27,15 +28,6 @@ from studylib.data.readers.images import image_problem, png_problem
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path_factory.mktemp("cache")))
-
-
-def _folder(root: Path, classes: int = 30, per: int = 12) -> Path:
-    for k in range(classes):
-        d = root / f"c{k:02d}"
-        d.mkdir(parents=True)
-        for i in range(per):
-            (d / f"{i}.png").write_bytes(png(8, seed=1000 * k + i))
-    return root
 
 
 def _png_bomb() -> bytes:
@@ -64,7 +56,7 @@ def test_a_png_bomb_is_refused_from_its_header_before_anything_is_inflated():
 def test_the_check_and_the_folder_reader_refuse_the_file_by_name_in_bounded_memory(kind, tmp_path):
     """Before: ./study check 90 peaked at 4.7 GB on the PNG bomb; the 4 GiB file was read whole by the check and the
     reader; each ended in a bare MemoryError."""
-    root = _folder(tmp_path / "mine")
+    root = image_folder(tmp_path / "mine")
     bad = root / "c05" / "big.png"
     if kind == "png bomb":
         bad.write_bytes(_png_bomb())

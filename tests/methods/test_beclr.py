@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from studylib.data.samplers import Batch
+from conftest import label_trap
 from studylib.methods.beclr import BECLR, beclr_loss, patch_mask
 
 
@@ -55,18 +55,6 @@ def test_patch_mask_ratio() -> None:
     assert ((out == 0) | (out == 1)).all()
 
 
-class _LabelTrap(Batch):
-    """A Batch whose labels blow up when read."""
-
-    @property
-    def labels(self):  # type: ignore[override]
-        raise AssertionError("BECLR.loss read batch.labels")
-
-    @labels.setter
-    def labels(self, value) -> None:
-        pass
-
-
 class _TinyNet(nn.Module):
     out_dim = 8
 
@@ -93,7 +81,7 @@ def test_method_trains_without_labels_and_updates_teacher(pairing: str) -> None:
     assert method.uses_labels is False
     opt = torch.optim.SGD([p for p in method.parameters() if p.requires_grad], lr=0.05, momentum=0.9)
     images = torch.randint(0, 256, (6, 3, 12, 12), dtype=torch.uint8)
-    batch = _LabelTrap(torch.arange(6))
+    batch = label_trap(6)
     teacher0 = [p.clone() for p in method.teacher_projector.parameters()]
     logs = []
     for step in range(6):

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from studylib.data.samplers import Batch
+from conftest import label_trap
 from studylib.methods import build_method
 from studylib.methods.simclr import SimCLR, nt_xent
 
@@ -93,16 +93,6 @@ def _partner_top1(m: SimCLR, images: torch.Tensor) -> float:
     return float((sim.argmax(1) == (torch.arange(2 * n) + n) % (2 * n)).float().mean())
 
 
-class _LabelTrap(Batch):
-    @property
-    def labels(self):  # type: ignore[override]
-        raise AssertionError("SimCLR.loss read batch.labels")
-
-    @labels.setter
-    def labels(self, value) -> None:
-        pass
-
-
 def test_simclr_learns_to_find_the_other_view_of_an_image_without_labels() -> None:
     """32 random images, 200 Adam steps: the backbone's features must find an image's other view (top-1 among
     the 63 other views, chance 1.6 %) far more often than the same network at initialisation, and the loss must
@@ -117,7 +107,7 @@ def test_simclr_learns_to_find_the_other_view_of_an_image_without_labels() -> No
     opt = torch.optim.Adam([p for p in m.parameters() if p.requires_grad], lr=3e-3)
     losses = []
     for _ in range(200):
-        loss, log = m.loss(images, _LabelTrap(torch.arange(32)))
+        loss, log = m.loss(images, label_trap(32))
         assert torch.isfinite(loss) and -1.0 <= float(log["view_cosine"]) <= 1.0
         opt.zero_grad()
         loss.backward()
