@@ -3,7 +3,10 @@
 A committed claims table records the git commit it was made at and :func:`code_version`: a hash of the code its
 notebook runs, the experiment module and every ``studylib`` module it imports, directly or not. The hash is
 taken over each module's syntax tree with docstrings removed (``ast.dump``), so comments, docstrings and
-formatting do not change it; any change to what the code does does. The modules that judge, present or check
+formatting do not change it; any change to what the code does does. A module that builds a
+:class:`~studylib.registry.Registry` (``Registry(kind, "studylib.methods")``) counts as importing every module of
+that package: the registry imports them by name on its first lookup, so a notebook that trains a method by name
+runs that method's module without any import naming it. The modules that judge, present or check
 numbers without making them (:data:`NOT_NUMBERS`: the verdict rules, the claims tables and page, the claim
 registry, the reference check, the pre-flight, progress lines) are left out, so a change of a rule re-judges the
 stored numbers instead of marking them stale. The claims page marks a table whose code version differs from
@@ -77,11 +80,35 @@ def _imports_cached(path: Path, name: str, mtime: float) -> frozenset[str]:
                 continue
             out.add(base)
             out.update(f"{base}.{a.name}" for a in node.names)  # `from studylib.x import module`
+    out.update(_registry_modules(_tree(path, mtime)))
     # a module's parent packages run first on import
     for mod in list(out):
         parts = mod.split(".")
         out.update(".".join(parts[:i]) for i in range(1, len(parts)))
     return frozenset(m for m in out if _module_path(m) is not None)
+
+
+def _registry_modules(tree: ast.Module) -> set[str]:
+    """The modules a registry built in ``tree`` imports on lookup: every module of the package named by a call
+    ``Registry(kind, "<studylib package>")`` (as :meth:`~studylib.registry.Registry.discover` does, one level)."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and len(node.args) >= 2):
+            continue
+        func = node.func
+        if (func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)) != "Registry":
+            continue
+        package = node.args[1]
+        if not (isinstance(package, ast.Constant) and isinstance(package.value, str)
+                and package.value.split(".")[0] == "studylib"):
+            continue
+        folder = _module_path(package.value)
+        if folder is None or folder.name != "__init__.py":
+            continue
+        out.add(package.value)
+        out.update(f"{package.value}.{f.stem}" for f in folder.parent.glob("*.py") if f.name != "__init__.py")
+        out.update(f"{package.value}.{d.name}" for d in folder.parent.iterdir() if (d / "__init__.py").is_file())
+    return out
 
 
 def _strip_docstrings(tree: ast.Module) -> ast.Module:
