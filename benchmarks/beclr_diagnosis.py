@@ -70,6 +70,11 @@ CHANGES: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {
     "nomask": ({"mask_ratio": 0.0}, {}, {}),
     "nodyce": ({"use_dyce": False}, {}, {}),
     "anchor": ({"pairing": "anchor"}, {}, {}),
+    "lam1-T0.2": ({"lam": 1.0, "temperature": 0.2}, {}, {}),
+    "lam3-T0.5": ({"lam": 3.0, "temperature": 0.5}, {}, {}),
+    "patch2": ({"mask_patch": 2}, {}, {}),
+    "mask0.1": ({"mask_ratio": 0.1}, {}, {}),
+    "adam3e-3": ({}, {"optimizer": "adam", "lr": 3e-3, "weight_decay": 0.0, "momentum": 0.0}, {}),
 }
 
 

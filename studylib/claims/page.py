@@ -61,7 +61,7 @@ class Row:
     stale: bool = False
     test: str = ""  # what this scale measures for the claim (its own parameters' text)
     note: str = ""  # for a claim not run: what running it needs (a level claim's seeds)
-    unstable: str = ""  # a decisive verdict the scale's second run (2 threads) did not give: what it read
+    unstable: str = ""  # the scale's second run (2 threads) crossed decisive / not decisive: what it read
 
     @property
     def counted(self) -> bool:
@@ -201,21 +201,24 @@ def stability(column: str) -> tuple[Path, dict[tuple[str, str], dict[str, Any]]]
 
 
 def _mark_unstable(column: str, rows: dict[tuple[str, str], Row]) -> None:
-    """Mark the decisive rows of ``column`` that its second run read otherwise (:attr:`Row.unstable`). A row
-    is compared only when the file's first page is this very table (same label and p_adj): a table re-run
-    since is not judged by an older comparison."""
+    """Mark the rows of ``column`` whose second run read them otherwise across the line between decisive and not
+    (:attr:`Row.unstable`), in either direction (issue 42): a decisive verdict the second run did not give, or
+    an inconclusive one the second run decided. Both count as inconclusive. A row is compared only when the
+    file's first page is this very table (same label and p_adj): a table re-run since is not judged by an older
+    comparison."""
     found = stability(column)
     if found is None:
         return
     path, pairs = found
     for key, row in rows.items():
         pair = pairs.get(key)
-        if pair is None or row.verdict not in DECISIVE:
+        if pair is None or row.verdict not in DECISIVE + (INCONCLUSIVE,):
             continue
         first, second = pair["first"], pair["second"]
         same = first.get("label") == row.judgement.label and first.get("p_adj") is not None and \
             row.p_adj is not None and math.isclose(first["p_adj"], row.p_adj, rel_tol=1e-9, abs_tol=1e-15)
-        if same and second.get("verdict") != row.verdict:
+        if same and second.get("verdict") != row.verdict and (row.verdict in DECISIVE
+                                                               or second.get("verdict") in DECISIVE):
             p2 = f", p_adj = {_fmt_p(second['p_adj'])}" if second.get("p_adj") is not None else ""
             row.unstable = f"the 2-thread run reads {second.get('label') or second.get('verdict')}{p2} " \
                            f"(`benchmarks/results/{path.name}`)"

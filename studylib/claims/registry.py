@@ -345,6 +345,14 @@ REGISTRY: dict[tuple[str, str], Meta] = {
     **{("06_beclr_pretraining", f"fig5-no-opta-beats-unisiam-{s}shot"): Meta(
         citations=(Citation((n,), "001", "Table 1", "UniSiam + dist (Lu et al., 2022) RN18", "RN18"),))
        for s, n in ((1, "64.10"), (5, "82.26"))},
+    **{("06_beclr_pretraining", f"t1-beats-simclr-{s}shot"): Meta(citations=(
+        Citation((b,), "001", "Table 1", "BECLR (Ours) RN18", "RN18"),
+        Citation((n,), "001", "Table 9", "SimCLR (Chen et al., 2020a) RN18", "RN18")))
+       for s, b, n in ((1, "75.74", "62.58"), (5, "84.93", "79.66"))},
+    **{("06_beclr_pretraining", f"fig5-no-opta-beats-simclr-{s}shot"): Meta(citations=(
+        Citation((b,), "001", "Table 14", "BECLR w/o OpTA (Ours) RN18", "RN18"),
+        Citation((n,), "001", "Table 9", "SimCLR (Chen et al., 2020a) RN18", "RN18")))
+       for s, b, n in ((1, "66.14", "62.58"), (5, "84.32", "79.66"))},
     # Table 2's BECLR row is garbled in the seed text; Table 10 (its extended version) holds the same numbers
     **{("06_beclr_pretraining", f"t2-level-{d}-{s}shot"): Meta(citations=(
         Citation((v, c), "001", "Table 10", "BECLR (Ours) RN18", "RN18"),))

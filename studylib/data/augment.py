@@ -650,6 +650,10 @@ class Augment(nn.Module):
 #:   default and 0.2 in the strong profile, as in Table 7. Strong adds RandAugment(n=2, m=10, mstd=0.5)
 #:   (all 15 ops of timm's table, see :data:`RANDAUGMENT_OPS`) and a vertical flip. The blur sigma range
 #:   (0.1, 2.0) is the 224-px one of the paper; scale it with ``blur_sigma=...`` for small images.
+#: * ``glyph_mild``: BECLR's views adapted to 20-28 px strokes (issue 41): RandomResizedCrop of 60-100 % of the
+#:   area, aspect 0.9-1.1, no flips, no colour operations. RandAugment at magnitude 10 (translations up to 45 %
+#:   of the side, invert, solarize) and both flips stopped BECLR's objective from aligning its views on glyphs
+#:   (benchmarks/results/beclr-diagnosis-*.md); SimCLR's views in the same diagnosis.
 PROFILES: dict[str, dict[str, Any]] = {
     "none": {},
     "standard": {"scale": (0.08, 1.0), "hflip": 0.5},
@@ -659,6 +663,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     "beclr_strong": {"scale": (0.2, 1.0), "color_jitter": (0.4, 0.4, 0.2, 0.1), "color_jitter_p": 0.8,
                      "grayscale": 0.2, "blur": 0.5, "blur_sigma": (0.1, 2.0), "ra_layers": 2,
                      "ra_magnitude": 10.0, "ra_mstd": 0.5, "ra_prob": 0.5, "hflip": 0.5, "vflip": 0.5},
+    "glyph_mild": {"scale": (0.6, 1.0), "ratio": (0.9, 1.1), "hflip": 0.0, "vflip": 0.0},
 }
 
 

@@ -60,6 +60,7 @@ class BeclrParams(DataParams):
     image_size: int = param(20, ge=8, help="side of the square images fed to the network")
     rgb: bool = param(False, help="glyphs only: RGB variant with random colours")
     max_classes: int | None = param(300, ge=3, help="glyphs only: keep this many classes (None: all)")
+    rotations: bool = param(False, help="omniglot only: the four 90-degree rotations are classes (as 10-12)")
     backbone: str = param("conv4", choices=BACKBONES, help="encoder f")
     conv4_hidden: int = param(32, ge=1, help="conv4 only: filters per block")
     augment: str = param("beclr_default", help="default augmentation profile (Table 7)")
@@ -85,10 +86,15 @@ class BeclrParams(DataParams):
     batch_size: int = param(32, ge=2, help="batch size B", cut=True)
     batches_per_epoch: int | None = param(10, ge=1, help="None: every image once per epoch (shuffled); else that "
                                                          "many batches drawn with replacement per epoch", cut=True)
+    optimizer: str = param("sgd", choices=("sgd", "adam"), help="optimiser of the pretraining (paper: SGD); the "
+                                                                "SimCLR baseline uses the same")
     lr: float = param(0.3, gt=0, help="base learning rate; the run uses lr * B / 256 (Appendix A.2)")
     momentum: float = param(0.9, ge=0, lt=1)
     weight_decay: float = param(1e-4, ge=0)
     schedule: str = param("cosine", choices=SCHEDULES)
+    simclr: bool = param(True, help="also pretrain the SimCLR baseline (Table 1's SimCLR row, NT-Xent) with the "
+                                    "same data, views, optimiser, batches and steps, one run per seed")
+    simclr_temperature: float = param(0.5, gt=0, help="tau of SimCLR's NT-Xent")
     eval_ways: int = param(5, ge=2)
     eval_shots: list[int] = param([1, 5], ge=1)
     eval_queries: int = param(15, ge=1, cut=True)
@@ -117,6 +123,8 @@ class BeclrParams(DataParams):
             raise ValueError(f"adapt_epochs must lie in 0..epochs={self.epochs}, got {self.adapt_epochs}")
         if self.blur_sigma is not None and len(self.blur_sigma) != 2:
             raise ValueError(f"blur_sigma must be [lo, hi], got {self.blur_sigma}")
+        if self.rotations and self.data != "omniglot":
+            raise ValueError(f"rotations are Omniglot's classes; data={self.data!r} has none (set rotations: false)")
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds must be a non-empty list of distinct training seeds, got {self.seeds}; "
                              f"e.g. [0, 1, 2]")
@@ -159,17 +167,48 @@ def beclr_spec(p: BeclrParams, train_images: int, label: str = "dyce", seed: int
     if unknown:
         raise ValueError(f"unknown BECLR option(s) {sorted(unknown)}; see studylib.methods.beclr.BECLR")
     opts.update(method_overrides)
-    sampler = "replacement" if p.batches_per_epoch else "shuffled"
-    tc = TrainConfig(epochs=p.epochs, sampler=sampler, batch_size=p.batch_size, batches_per_epoch=p.batches_per_epoch,
-                     optimizer="sgd", lr=p.lr * p.batch_size / 256, momentum=p.momentum, weight_decay=p.weight_decay,
-                     schedule=p.schedule, seed=seed, device=p.device, val_every=1, scale=p.scale)
+    tc = train_config(p, seed)
     ev = EvalSpec(ways=p.eval_ways, shots=list(p.eval_shots), queries=p.eval_queries, episodes=p.eval_episodes,
                   classifiers=["nearest_centroid"], cl2n=True, split=p.eval_split, val_episodes=0, seed=EVAL_SEED,
                   mean_images=p.eval_mean_images)
     bb_opts = {"hidden": p.conv4_hidden} if p.backbone == "conv4" and p.conv4_hidden != 64 else {}
-    return RunSpec(name=f"beclr001-{label}", data=data_spec(p), backbone=p.backbone, backbone_options=bb_opts,
+    return RunSpec(name=f"beclr001-{label}", data=beclr_data(p), backbone=p.backbone, backbone_options=bb_opts,
                    method="beclr", method_options=opts, augment=p.augment, augment_options=dict(blur), train=tc,
                    eval=ev)
+
+
+def beclr_data(p: BeclrParams):
+    """The data of ``p``'s runs: :func:`~studylib.experiments.common.data_spec`, with Omniglot's rotations."""
+    spec = data_spec(p)
+    if p.rotations:
+        spec.options["rotations"] = True
+    return spec
+
+
+def train_config(p: BeclrParams, seed: int) -> TrainConfig:
+    """The pretraining's optimiser and schedule (``lr * B / 256``, Appendix A.2; SGD with momentum or Adam),
+    shared by BECLR and its SimCLR baseline, so both get the same budget."""
+    sampler = "replacement" if p.batches_per_epoch else "shuffled"
+    adam = p.optimizer == "adam"
+    return TrainConfig(epochs=p.epochs, sampler=sampler, batch_size=p.batch_size, batches_per_epoch=p.batches_per_epoch,
+                       optimizer=p.optimizer, lr=p.lr * p.batch_size / 256, momentum=0.0 if adam else p.momentum,
+                       weight_decay=p.weight_decay, schedule=p.schedule, seed=seed, device=p.device, val_every=1,
+                       scale=p.scale)
+
+
+def simclr_spec(p: BeclrParams, train_images: int, seed: int | None = None) -> RunSpec:
+    """The SimCLR baseline of ``p`` for one training seed (:class:`~studylib.methods.simclr.SimCLR`, NT-Xent at
+    ``simclr_temperature``): BECLR's data, backbone, optimiser, batches and steps (:func:`train_config`), both
+    views from the run's ``augment`` profile (BECLR's default view). Its evaluation (:func:`final_eval`) uses the
+    episodes of BECLR's run of the same seed, so BECLR - SimCLR is paired per episode."""
+    beclr = beclr_spec(p, train_images, "simclr-ref", seed=seed)
+    return replace(beclr, name="simclr001", method="simclr", method_options={"temperature": p.simclr_temperature})
+
+
+def run_simclr(p: BeclrParams, progress: bool = True, seeds: Sequence[int] | None = None) -> list[Outcome]:
+    """One SimCLR pretraining per training seed (``p.seeds``) through the run store (no snapshots)."""
+    n = train_images(p)
+    return [run_spec(simclr_spec(p, n, seed=s), progress=progress) for s in (p.seeds if seeds is None else seeds)]
 
 
 def train_images(p: BeclrParams) -> int:
@@ -461,7 +500,7 @@ def variant(p: BeclrParams, **changes: Any) -> BeclrParams:
 PAPER_BECLR_RN18 = {("opta", 1): (75.74, 0.62), ("opta", 5): (84.93, 0.33),
                     ("logreg", 1): (66.14, 0.43), ("logreg", 5): (84.32, 0.27)}
 
-__all__ = ["BeclrParams", "EVAL_SEED", "run_seeds", "final_eval", "per_seed", "beclr_spec", "train_images", "steps_per_epoch", "train_with_snapshots",
+__all__ = ["BeclrParams", "EVAL_SEED", "run_seeds", "run_simclr", "simclr_spec", "train_config", "beclr_data", "final_eval", "per_seed", "beclr_spec", "train_images", "steps_per_epoch", "train_with_snapshots",
            "snapshot_epochs", "load_snapshot", "logreg_standardized", "opta_for", "inference_classifiers",
            "evaluate_features", "checkpoint_curve", "initial_eval", "learned_check", "curve_rows", "paired_gain", "gain_difference", "pct",
            "final_features", "variant", "PAPER_BECLR_RN18", "VARIANTS"]

@@ -19,14 +19,16 @@ import numpy as np
 from studylib.claims.table import ClaimsTable
 from studylib.evaluation import stats
 from studylib.evaluation.evaluate import EvalResult
-from studylib.evaluation.verdicts import Claim, Expectation
-from studylib.experiments import regimes
+from studylib.evaluation.verdicts import Claim, Expectation, beats
+from studylib.experiments import beclr_common, regimes
 from studylib.experiments.beclr_common import (PAPER_BECLR_RN18, BeclrParams, beclr_spec, checkpoint_curve,
-                                               load_data, run_seeds, train_images)
+                                               final_eval, initial_eval, load_data, per_seed, run_seeds,
+                                               train_images)
 from studylib.runs.runner import Outcome, RunSpec
 
 NOTEBOOK = "06_beclr_pretraining"
 Curve = dict[int, dict[tuple[str, int], EvalResult]]
+Final = dict[tuple[str, int], EvalResult]
 INFERENCE = {"logreg": "logreg (no OpTA)", "opta": "OpTA + logreg"}
 
 
@@ -44,6 +46,17 @@ def spec(p: Params, seed: int | None = None) -> RunSpec:
 def run(p: Params, progress: bool = True) -> list[Outcome]:
     """Train (or load) one run per seed, with a backbone + memory snapshot after every epoch."""
     return run_seeds(p, "dyce", progress=progress)
+
+
+def run_simclr(p: Params, progress: bool = True) -> list[Outcome]:
+    """The SimCLR baseline, one run per seed with BECLR's data, views, optimiser and steps (``[]`` when
+    ``p.simclr`` is off; :func:`~studylib.experiments.beclr_common.simclr_spec`)."""
+    return beclr_common.run_simclr(p, progress=progress) if p.simclr else []
+
+
+def simclr_finals(p: Params, simclr: list[Outcome]) -> list[Final]:
+    """Each SimCLR run's final accuracy (with and without OpTA) on the episodes of BECLR's run of its seed."""
+    return [final_eval(p, o) for o in simclr]
 
 
 def curves(p: Params, outcomes: list[Outcome]) -> list[Curve]:
@@ -140,6 +153,29 @@ def final_table(p: Params, cs: list[Curve]) -> list[dict[str, Any]]:
     return rows
 
 
+def simclr_table(p: Params, cs: list[Curve], finals: list[Final]) -> list[dict[str, Any]]:
+    """BECLR (last checkpoint) against SimCLR per shot count (mean ± 95% interval over seeds, %): both without
+    OpTA, BECLR with it, and the paired differences BECLR - SimCLR."""
+    last = last_epoch(cs)
+    rows = []
+    for s in p.eval_shots:
+        simclr = stats.accuracy(per_seed(finals, "logreg", s))
+        rows.append({"shots": s, "SimCLR (logreg)": simclr.fmt(),
+                     "BECLR (logreg)": accuracy(cs, last, "logreg", s).fmt(),
+                     "BECLR (OpTA)": accuracy(cs, last, "opta", s).fmt(),
+                     "BECLR logreg - SimCLR": beclr_minus_simclr(cs, finals, "logreg", s).fmt(signed=True),
+                     "BECLR OpTA - SimCLR": beclr_minus_simclr(cs, finals, "opta", s).fmt(signed=True),
+                     "seeds": len(cs)})
+    return rows
+
+
+def beclr_minus_simclr(cs: list[Curve], finals: list[Final], clf: str, shots: int) -> stats.Estimate:
+    """BECLR's accuracy (``clf``: ``logreg`` or ``opta``, last checkpoint) - SimCLR's without OpTA, paired per
+    episode (a seed's runs share its episodes), over seeds."""
+    last = last_epoch(cs)
+    return stats.paired_difference([c[last][(clf, shots)].accuracies for c in cs], per_seed(finals, "logreg", shots))
+
+
 # ------------------------------------------------------------------------------------------------- claims
 
 PAPER_SCALE_WHY = "needs the paper's data (miniImageNet), ResNet-18 at 224 px and 400 epochs (paper scale)"
@@ -151,6 +187,8 @@ PAPER_T2_RN18 = {("cifar_fs", 1): (70.39, 0.62), ("cifar_fs", 5): (81.56, 0.30),
 T2_NAMES = {"cifar_fs": ("cifarfs", "CIFAR-FS", "data/cifar-fs"), "fc100": ("fc100", "FC100", "data/fc100")}
 # Seed 001 Table 1 (miniImageNet, RN18): UniSiam + dist without OpTA, Fig. 5's strongest prior art at this depth
 PAPER_UNISIAM_RN18 = {1: 64.10, 5: 82.26}
+# Seed 001 Table 9 (Table 1 extended; miniImageNet, RN18): SimCLR, the contrastive baseline the study can train itself
+PAPER_SIMCLR_RN18 = {1: 62.58, 5: 79.66}
 
 
 def _paper_setting(p: Params) -> bool:
@@ -174,21 +212,45 @@ PRETRAINING_GATES = {1: ("t1-opta-gain-1shot", "t1-opta-gain-5shot", "t1-gain-1s
                      5: ("t1-opta-gain-5shot", "t1-gain-1shot-exceeds-5shot")}
 
 
-def claims(p: Params, outcomes: list[Outcome] | None = None) -> ClaimsTable:
+def simclr_claims(p: Params) -> list[Claim]:
+    """BECLR against the SimCLR baseline, as the paper compares them: Table 1 (BECLR with OpTA) and Fig. 5
+    ("outperforms all baselines ... even without OpTA", Table 14's numbers), each at 1 and 5 shots, with the
+    no-effect band from the paper's own gap (:func:`~studylib.evaluation.verdicts.beats`)."""
+    pm = {k: v[0] for k, v in PAPER_BECLR_RN18.items()}
+    rows = []
+    for s in (1, 5):
+        sim = PAPER_SIMCLR_RN18[s]
+        for cid, clf, what, source in ((f"t1-beats-simclr-{s}shot", "opta", "BECLR (with OpTA)",
+                                        "Table 1; SimCLR's row in Table 9 (Table 1 extended)"),
+                                       (f"fig5-no-opta-beats-simclr-{s}shot", "logreg", "BECLR without OpTA",
+                                        "Fig. 5; Table 14 vs Table 9 (Table 1 extended)")):
+            gap = pm[(clf, s)] - sim
+            rows.append(Claim(cid, f"{what} beats SimCLR pretrained on the same data, {s}-shot",
+                              f"{source} (miniImageNet, RN18)", f"{pm[(clf, s)]:.2f} vs {sim:.2f} ({gap:+.1f})",
+                              f"BECLR {INFERENCE[clf]} - SimCLR logreg (no OpTA), {s}-shot, last checkpoint, same "
+                              f"data, views, optimiser and steps, paired episodes", beats("greater", gap / 100),
+                              applies=p.simclr and s in p.eval_shots,
+                              why_not="simclr is off" if not p.simclr else f"eval_shots lacks {s}"))
+    return rows
+
+
+def claims(p: Params, outcomes: list[Outcome] | None = None, simclr: list[Outcome] | None = None) -> ClaimsTable:
     """The claims of seed 001 this notebook tests (from ``p`` alone), measured when ``outcomes`` are given, with
-    the regime check per shot count: the pretraining beats its random encoder (Fig. 7's epoch 0) by
-    :data:`~studylib.experiments.regimes.UNTRAINED_MARGIN` without OpTA (:data:`PRETRAINING_GATES`)."""
+    the regime checks per shot count: the pretraining beats its random encoder (Fig. 7's epoch 0) by
+    :data:`~studylib.experiments.regimes.UNTRAINED_MARGIN` without OpTA (:data:`PRETRAINING_GATES`), and so does
+    the SimCLR baseline (``simclr``: its runs, trained here when None), which gates the comparisons with it.
+    BECLR's own check does not gate them: a BECLR that did not learn where SimCLR did is what they can find."""
     pm = {k: v[0] for k, v in PAPER_BECLR_RN18.items()}
     both = {1, 5} <= set(p.eval_shots)
     rows = [
         Claim("t1-opta-gain-1shot", "OpTA raises 1-shot accuracy of the pretrained BECLR encoder",
               "Table 1 vs Table 14 (ResNet-18, miniImageNet)", f"{pm[('opta', 1)]:.2f} vs {pm[('logreg', 1)]:.2f} "
               f"(+{pm[('opta', 1)] - pm[('logreg', 1)]:.1f})", "OpTA - no OpTA, 1-shot, last checkpoint, paired "
-              "episodes", Expectation("greater"), applies=1 in p.eval_shots, why_not="eval_shots lacks 1"),
+              "episodes", beats("greater", (pm[("opta", 1)] - pm[("logreg", 1)]) / 100), applies=1 in p.eval_shots, why_not="eval_shots lacks 1"),
         Claim("t1-opta-gain-5shot", "OpTA raises 5-shot accuracy of the pretrained BECLR encoder",
               "Table 1 vs Table 14 (ResNet-18, miniImageNet)", f"{pm[('opta', 5)]:.2f} vs {pm[('logreg', 5)]:.2f} "
               f"(+{pm[('opta', 5)] - pm[('logreg', 5)]:.1f})", "OpTA - no OpTA, 5-shot, last checkpoint, paired "
-              "episodes", Expectation("greater"), applies=5 in p.eval_shots, why_not="eval_shots lacks 5"),
+              "episodes", beats("greater", (pm[("opta", 5)] - pm[("logreg", 5)]) / 100), applies=5 in p.eval_shots, why_not="eval_shots lacks 5"),
         Claim("t1-gain-1shot-exceeds-5shot", "OpTA helps 1-shot more than 5-shot (sample bias is worst at 1 shot)",
               "Table 1 vs Table 14; Sec. 5.2", "+9.6 vs +0.6 points",
               "gain1 - gain5 and gain1, last checkpoint, paired episodes: both must be shown above 0 (OpTA helps "
@@ -234,6 +296,7 @@ def claims(p: Params, outcomes: list[Outcome] | None = None) -> ClaimsTable:
                       "seed text)", "not measured", Expectation("greater"), applies=False,
                       why_not="cross-domain evaluation is not wired: the CUB reader exists (readers.load_cub), but "
                               "the runner evaluates a model on its own training data set's test split"))
+    rows.extend(simclr_claims(p))
     table = ClaimsTable(NOTEBOOK, p.scale, rows)
     if outcomes is None:
         return table
@@ -257,6 +320,18 @@ def claims(p: Params, outcomes: list[Outcome] | None = None) -> ClaimsTable:
         if s in p.eval_shots and ids:
             table.regime(regimes.learned("BECLR pretraining", pretraining_gain(cs, s), ids,
                                          f"{s}-shot, logistic regression without OpTA"))
+    if p.simclr:
+        simclr = run_simclr(p, progress=False) if simclr is None else simclr
+        finals = simclr_finals(p, simclr)
+        for s in p.eval_shots:
+            ids = [c for c in (f"t1-beats-simclr-{s}shot", f"fig5-no-opta-beats-simclr-{s}shot") if table[c].applies]
+            for cid in ids:
+                table.measure(cid, beclr_minus_simclr(cs, finals, "opta" if cid.startswith("t1") else "logreg", s))
+            if ids:
+                init = [initial_eval(p, o) for o in simclr]
+                table.regime(regimes.learned("SimCLR pretraining", stats.paired_difference(
+                    per_seed(finals, "logreg", s), per_seed(init, "logreg", s)), ids,
+                    f"{s}-shot, logistic regression"))
     for s in (1, 5):
         if table[f"fig5-no-opta-beats-unisiam-{s}shot"].applies:
             table.measure(f"fig5-no-opta-beats-unisiam-{s}shot", stats.combine(
@@ -272,7 +347,8 @@ def claims(p: Params, outcomes: list[Outcome] | None = None) -> ClaimsTable:
     return table
 
 
-def reference_values(p: Params, outcomes: list[Outcome]) -> dict[str, stats.Estimate | float | int]:
+def reference_values(p: Params, outcomes: list[Outcome], simclr: list[Outcome] | None = None
+                     ) -> dict[str, stats.Estimate | float | int]:
     """The trained numbers the notebook asserts against its stored reference (all over >= 2 seeds), and the
     deterministic counts of the run."""
     cs = curves(p, outcomes)
@@ -284,8 +360,12 @@ def reference_values(p: Params, outcomes: list[Outcome]) -> dict[str, stats.Esti
             out[f"{clf}/{s}/last"] = accuracy(cs, last, clf, s)
         out[f"gain/{s}/last"] = gain(cs, last, s)
     out["logreg/1/init"] = accuracy(cs, 0, "logreg", 1) if 1 in p.eval_shots else 0
+    if p.simclr:
+        finals = simclr_finals(p, run_simclr(p, progress=False) if simclr is None else simclr)
+        for s in p.eval_shots:
+            out[f"simclr/{s}/last"] = stats.accuracy(per_seed(finals, "logreg", s))
     return out
 
 
-__all__ = ["NOTEBOOK", "Params", "spec", "run", "curves", "data_stats", "loss_figure", "curve_figure",
+__all__ = ["NOTEBOOK", "Params", "spec", "run", "run_simclr", "simclr_finals", "simclr_table", "curves", "data_stats", "loss_figure", "curve_figure",
            "final_table", "claims", "reference_values"]

@@ -274,6 +274,7 @@ def test_a_decisive_verdict_the_second_run_does_not_give_counts_as_inconclusive(
     from studylib.evaluation.verdicts import INCONCLUSIVE
     monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path / "empty-cache"))
     monkeypatch.setattr(P, "stability", lambda column: None)
+    monkeypatch.setattr(P, "is_stale", lambda table, nb: False)  # the committed numbers, whatever today's code
     _, rows, _ = P.page_rows(["00_quickstart"])
     key, row = next((k, r) for k, r in rows["evidence"].items() if r.verdict == REPRODUCED)
     first = {"verdict": row.verdict, "label": row.judgement.label, "p_adj": row.p_adj}
@@ -294,6 +295,31 @@ def test_a_decisive_verdict_the_second_run_does_not_give_counts_as_inconclusive(
     monkeypatch.setattr(P, "stability", comparison({"verdict": INCONCLUSIVE, "label": "inconclusive", "p_adj": 0.3},
                                                    dict(first, p_adj=0.5)))  # compared another table
     assert P.page_rows(["00_quickstart"])[1]["evidence"][key].verdict == REPRODUCED
+
+
+def test_an_inconclusive_verdict_the_second_run_decides_is_marked_not_stable(monkeypatch, tmp_path):
+    """Issue 42, stability both ways: an inconclusive row (marginal here) that the 2-thread run decides is marked
+    not stable too (it stays inconclusive); two inconclusive readings with different labels are no instability."""
+    from pathlib import Path
+    from studylib.evaluation.verdicts import INCONCLUSIVE
+    monkeypatch.setenv("STUDYLIB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr(P, "stability", lambda column: None)
+    monkeypatch.setattr(P, "is_stale", lambda table, nb: False)  # the committed numbers, whatever today's code
+    nb = "02_batch_size_sweep"
+    _, rows, _ = P.page_rows([nb])
+    key, row = next((k, r) for k, r in rows["evidence"].items() if r.verdict == INCONCLUSIVE and r.p_adj is not None)
+    first = {"verdict": row.verdict, "label": row.judgement.label, "p_adj": row.p_adj}
+
+    def comparison(second):
+        return lambda column: ((Path("verdict-stability-evidence-x.json"), {key: {"first": first, "second": second}})
+                               if column == "evidence" else None)
+
+    monkeypatch.setattr(P, "stability", comparison({"verdict": REPRODUCED, "label": "reproduced", "p_adj": 0.004}))
+    r = P.page_rows([nb])[1]["evidence"][key]
+    assert r.verdict == INCONCLUSIVE and "not stable: the 2-thread run reads reproduced, p_adj = 0.004" in r.cell()
+    monkeypatch.setattr(P, "stability", comparison({"verdict": INCONCLUSIVE, "label": "inconclusive (marginal)",
+                                                    "p_adj": 0.03}))
+    assert not P.page_rows([nb])[1]["evidence"][key].unstable
 
 
 def test_the_newest_committed_stability_comparison_is_of_the_committed_tables():
