@@ -27,7 +27,7 @@ from studylib.evaluation import stats
 from studylib.evaluation.episodes import sample_episodes
 from studylib.evaluation.opta import opta, standardize
 from studylib.evaluation.projection import umap_2d
-from studylib.evaluation.verdicts import Claim, Expectation
+from studylib.evaluation.verdicts import Claim, Expectation, beats
 from studylib.experiments import regimes
 from studylib.experiments.beclr_common import (EVAL_SEED, BeclrParams, evaluate_features, final_eval,
                                                final_features, learned_check, load_data, logreg_standardized,
@@ -259,11 +259,12 @@ def claims(p: Params, outcomes: dict[str, list[Outcome]] | None = None,
         i = 0 if s == 1 else 1
         rows.append(Claim(cid, text, "Table 5 (miniImageNet, ResNet-50), Sec. 5.2",
                           f"{t5[a][i]:.2f} vs {t5[b][i]:.2f}", f"'{a}' - '{b}', {s}-shot, no OpTA, paired episodes",
-                          Expectation("greater"), applies=s in p.eval_shots, why_not=f"eval_shots lacks {s}"))
+                          beats("greater", (t5[a][i] - t5[b][i]) / 100), applies=s in p.eval_shots,
+                          why_not=f"eval_shots lacks {s}"))
     rows.append(Claim("t5-opta-helps-1shot", "OpTA on top of masking + EMA + DyCE raises 1-shot accuracy",
                       "Table 5 (miniImageNet, ResNet-50), Sec. 5.2", f"{t5['masking + EMA + DyCE + OpTA'][0]:.2f} vs "
                       f"{t5['masking + EMA + DyCE'][0]:.2f}", "OpTA - no OpTA, full model, 1-shot, paired episodes",
-                      Expectation("greater"), applies=1 in p.eval_shots, why_not="eval_shots lacks 1"))
+                      beats("greater", (t5['masking + EMA + DyCE + OpTA'][0] - t5['masking + EMA + DyCE'][0]) / 100), applies=1 in p.eval_shots, why_not="eval_shots lacks 1"))
     uni = PAPER_TABLE4["UniSiam"]
     for m in ("nca", "pn", "mn"):
         rows.append(Claim(f"t4-opta-helps-{m}", f"OpTA raises the 1-shot accuracy of another pretraining "
