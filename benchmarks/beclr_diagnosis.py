@@ -156,22 +156,33 @@ def measure(arm: str, p: BeclrParams, episodes: int, store: RunStore) -> tuple[d
     return evaluate_arm(feats, labels, p.seeds[0], episodes), time.perf_counter() - t0
 
 
-def table(rows: dict[str, dict[int, list[float]]], seconds: dict[str, float], title: str, command: str) -> str:
-    """The markdown table: per arm mean +- t95 over seeds at 1 and 5 shots, the paired 1-shot gain over
-    ``random`` (same seeds, same episodes) and the training-plus-evaluation seconds summed over seeds."""
+def table(rows: dict[str, dict[int, dict[int, float]]], seconds: dict[str, float], title: str, command: str) -> str:
+    """The markdown table: per arm mean +- t95 over its seeds at 1 and 5 shots, the paired 1-shot gain over
+    ``random`` and over ``simclr`` (the seeds both have, the same episodes) and the training-plus-evaluation
+    seconds summed over seeds. ``rows``: ``{arm: {shots: {seed: accuracy}}}``."""
     lines = [title, "", f"`{command}`", "",
-             "| arm | 1-shot | 5-shot | 1-shot minus random | seconds |", "| --- | --- | --- | --- | --- |"]
-    base = rows.get("random", {}).get(1)
+             "| arm | seeds | 1-shot | 5-shot | 1-shot minus random | 1-shot minus SimCLR | seconds |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+
+    def paired(by: dict[int, float], ref: dict[int, float] | None) -> str:
+        common = sorted(set(by) & set(ref or {}))
+        if ref is None or by is ref or not common:
+            return ""
+        g, cg = mean_ci95([by[k] - ref[k] for k in common])
+        return f"{100 * g:+.1f} ± {100 * cg:.1f} ({len(common)})"
+
     for arm, by in rows.items():
-        m1, c1 = mean_ci95(by[1])
-        m5, c5 = mean_ci95(by[5])
-        gain = ""
-        if base is not None and arm != "random" and len(base) == len(by[1]):
-            g, cg = mean_ci95([x - y for x, y in zip(by[1], base)])
-            gain = f"{100 * g:+.1f} ± {100 * cg:.1f}"
-        lines.append(f"| {arm} | {100 * m1:.1f} ± {100 * c1:.1f} | {100 * m5:.1f} ± {100 * c5:.1f} | {gain} | "
-                     f"{seconds[arm]:.0f} |")
+        m1, c1 = mean_ci95(list(by[1].values()))
+        m5, c5 = mean_ci95(list(by[5].values()))
+        lines.append(f"| {arm} | {','.join(map(str, sorted(by[1])))} | {100 * m1:.1f} ± {100 * c1:.1f} | "
+                     f"{100 * m5:.1f} ± {100 * c5:.1f} | {paired(by[1], rows.get('random', {}).get(1))} | "
+                     f"{paired(by[1], rows.get('simclr', {}).get(1))} | {seconds[arm]:.0f} |")
     return "\n".join(lines) + "\n"
+
+
+def _seeds_of(title: str) -> list[int]:
+    """The training seeds a ``--json`` file's title names (``..., seeds [0, 1], ...``)."""
+    return json.loads(title.split("seeds ", 1)[1].split("]", 1)[0] + "]")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -189,16 +200,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="write the table here too (markdown)")
     a = ap.parse_args(argv)
     command = " ".join(["benchmarks/beclr_diagnosis.py"] + (argv if argv is not None else sys.argv[1:]))
-    if a.merge:
-        rows: dict[str, dict[int, list[float]]] = {}
+    if a.merge:  # one value per arm, shot count and seed; a seed measured twice (the same run) is kept once
+        rows: dict[str, dict[int, dict[int, float]]] = {}
         seconds: dict[str, float] = {}
         heads = []
         for f in a.merge:
             d = json.loads(Path(f).read_text())
             heads.append(d["title"])
+            seeds = _seeds_of(d["title"])
             for arm, per in d["rows"].items():
+                if all(s in rows.get(arm, {}).get(1, {}) for s in seeds):
+                    continue  # these seeds of this arm are in an earlier file
                 for shots, values in per.items():
-                    rows.setdefault(arm, {}).setdefault(int(shots), []).extend(values)
+                    rows.setdefault(arm, {}).setdefault(int(shots), {}).update(zip(seeds, values))
                 seconds[arm] = seconds.get(arm, 0.0) + d["seconds"][arm]
         text = table(rows, seconds, heads[0].split(", seeds")[0] + f" (merged: {', '.join(a.merge)})", command)
     else:
@@ -207,19 +221,20 @@ def main(argv: list[str] | None = None) -> int:
         for arm in arms:  # every name checked before any data is read
             changes_of(arm)
         store = RunStore(Path(a.store)) if a.store else RunStore()
-        rows, seconds = {}, {}
+        rows, seconds, lists = {}, {}, {}
         for arm in arms:
             for seed in a.seeds:
                 acc, sec = measure(arm, params(a.data, a.split, a.steps, seed), a.episodes, store)
                 for shots, v in acc.items():
-                    rows.setdefault(arm, {}).setdefault(shots, []).append(v)
+                    rows.setdefault(arm, {}).setdefault(shots, {})[seed] = v
+                    lists.setdefault(arm, {}).setdefault(shots, []).append(v)
                 seconds[arm] = seconds.get(arm, 0.0) + sec
                 print(f"{arm} seed {seed}: 1-shot {100 * acc[1]:.1f}, 5-shot {100 * acc[5]:.1f} ({sec:.0f} s)",
                       flush=True)
         title = (f"# BECLR diagnosis: {a.data}, split {a.split}, {a.steps} steps, seeds {a.seeds}, {a.episodes} "
                  f"episodes (5-way, logistic regression without OpTA)")
         if a.json:
-            Path(a.json).write_text(json.dumps({"title": title, "command": command, "rows": rows,
+            Path(a.json).write_text(json.dumps({"title": title, "command": command, "rows": lists,
                                                 "seconds": seconds}, indent=1))
         text = table(rows, seconds, title, command)
     print(text)
