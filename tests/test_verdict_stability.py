@@ -50,9 +50,50 @@ def test_a_second_run_of_some_notebooks_is_compared_on_those_only(monkeypatch, t
     """--notebooks: the second cache repeated only notebook 00; 01's rows ("not run" there) do not count."""
     pages = {tmp_path / "a": [_row("00", "x", "reproduced", 0.001), _row("01", "z", "reproduced", 0.001)],
              tmp_path / "b": [_row("00", "x", "reproduced", 0.002), _row("01", "z", "not run")]}
-    monkeypatch.setattr(vs, "rows_of", lambda cache, scale: pages[cache])
+    monkeypatch.setattr(vs, "rows_of", lambda cache, scale, stale_ok=False: pages[Path(cache)])
     out = tmp_path / "cmp.json"
     assert vs.main([str(tmp_path / "a"), str(tmp_path / "b")]) == 1  # 01 differs: decisive vs not run
     assert vs.main([str(tmp_path / "a"), str(tmp_path / "b"), "--notebooks", "00", "--json", str(out)]) == 0
     import json
     assert json.loads(out.read_text())["notebooks"] == ["00"]
+
+
+def test_carried_rows_are_kept_only_where_todays_first_page_reads_as_the_old_comparisons(monkeypatch, tmp_path):
+    """--carry: the notebooks the second run did not repeat keep an earlier comparison's rows when today's first
+    page gives each of them the same verdict, label and p_adj (the same numbers, the same rule); otherwise the
+    notebook is named and must be run again."""
+    import json
+    old = {"rows": [{"notebook": "01", "id": "z", "first": _row("01", "z", "reproduced", 0.001),
+                     "second": _row("01", "z", "inconclusive", 0.03)}]}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    pages = {tmp_path / "a": [_row("00", "x", "reproduced", 0.001), _row("01", "z", "reproduced", 0.001)],
+             tmp_path / "b": [_row("00", "x", "reproduced", 0.002), _row("01", "z", "not run")]}
+    monkeypatch.setattr(vs, "rows_of", lambda cache, scale, stale_ok=False: pages[Path(cache)])
+    out = tmp_path / "cmp.json"
+    args = [str(tmp_path / "a"), str(tmp_path / "b"), "--notebooks", "00", "--carry", str(tmp_path / "old.json"),
+            "--json", str(out), "--allow", "1"]
+    assert vs.main(args) == 0
+    res = json.loads(out.read_text())
+    assert res["notebooks"] == ["00", "01"] and res["carried"]["notebooks"] == ["01"]
+    assert [d["id"] for d in res["differ"]] == ["z"] and res["decisive_differ"] == 1  # the old second side
+    pages[tmp_path / "a"][1] = _row("01", "z", "reproduced", 0.002)  # 01 re-run since: another p_adj
+    with pytest.raises(SystemExit, match="01 read otherwise"):
+        vs.main(args)
+
+
+def test_tables_committed_at_a_revision_become_a_cache_of_their_own(tmp_path):
+    """git:REV as the second page: each params/<nb>/<scale>.claims.json committed at REV is laid out as a cache's
+    claims/<nb>/<scale>.json, byte for byte (a comparison with tables made on another machine)."""
+    import subprocess
+    rev = subprocess.run(["git", "-C", str(vs.REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    if not rev:
+        pytest.skip("not a git checkout")
+    folder = vs.committed_cache(rev, "evidence", tmp_path)
+    made = sorted(p.parent.name for p in folder.glob("claims/*/evidence.json"))
+    listed = subprocess.run(["git", "-C", str(vs.REPO), "ls-tree", "-r", "--name-only", rev, "params"],
+                            capture_output=True, text=True).stdout.split()
+    assert made == sorted(Path(p).parts[1] for p in listed if p.endswith("/evidence.claims.json")) and made
+    first = made[0]
+    committed = subprocess.run(["git", "-C", str(vs.REPO), "show", f"{rev}:params/{first}/evidence.claims.json"],
+                               capture_output=True, text=True).stdout
+    assert (folder / "claims" / first / "evidence.json").read_text() == committed
