@@ -220,8 +220,18 @@ def _mark_unstable(column: str, rows: dict[tuple[str, str], Row]) -> None:
         if same and second.get("verdict") != row.verdict and (row.verdict in DECISIVE
                                                                or second.get("verdict") in DECISIVE):
             p2 = f", p_adj = {_fmt_p(second['p_adj'])}" if second.get("p_adj") is not None else ""
-            row.unstable = f"the 2-thread run reads {second.get('label') or second.get('verdict')}{p2} " \
+            row.unstable = f"{_second_run(path)} reads {second.get('label') or second.get('verdict')}{p2} " \
                            f"(`benchmarks/results/{path.name}`)"
+
+
+def _second_run(path: Path) -> str:
+    """What a stability file's second page was: "the 2-thread run", or the tables committed at an earlier
+    commit on another machine (``second_page: git:REV``)."""
+    try:
+        second = json.loads(path.read_text()).get("second_page", "")
+    except (OSError, ValueError):
+        second = ""
+    return f"the other machine's run ({second[4:12]})" if second.startswith("git:") else "the 2-thread run"
 
 
 def page_rows(notebooks: Iterable[str] | None = None) -> PageRows:
@@ -341,7 +351,8 @@ def _marginal(listing: dict[str, list[tuple[str, Claim]]], rows: dict[tuple[str,
             side = ("as the paper says" if e is not None and (e.value > 0) == (c.expect.kind != "less")
                     else "against the paper")
         cells = [PAPER_NAMES.get(_paper_of(nb), "-"), nb, c.claim, f"{r.measured_text}, p_adj = {_fmt_p(j.p_adj)}"
-                 + (f" (decisive with 1 thread, not stable: {r.unstable})" if r.unstable else ""),
+                 + (f" ({'decisive' if j.verdict in DECISIVE else 'not decisive'} in this run, not stable: "
+                    f"{r.unstable})" if r.unstable else ""),
                  side]
         out.append("| " + " | ".join(x.replace("|", "/") for x in cells) + " |")
     return out if len(out) > 2 else out + ["| - | - | none | - | - |"]
