@@ -47,6 +47,7 @@ from typing import Any
 
 import torch
 
+from studylib.data.augment import PROFILES
 from studylib.evaluation import evaluate
 from studylib.evaluation.episodes import episode_seed
 from studylib.evaluation.stats import t95
@@ -57,7 +58,7 @@ from studylib.utils import get_device
 
 ROOT = Path(__file__).resolve().parents[1]
 OMNIGLOT = ROOT.parent / "shared" / "data" / "omniglot" / "images_background_small1.zip"
-MILD = {"scale": (0.6, 1.0), "ratio": (0.9, 1.1), "hflip": 0.0, "vflip": 0.0}
+MILD = dict(PROFILES["glyph_mild"])  # the evidence scale's views, as options of the plain profile (same runs)
 
 #: One change each, applied to the study's BECLR run: (method options, train-config fields, run fields).
 CHANGES: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {
