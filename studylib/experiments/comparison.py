@@ -67,10 +67,10 @@ PAPER_TABLE2: dict[str, dict[str, tuple[tuple[float, float], tuple[float, float]
 COMPETITIVE_MARGIN = 0.03
 # A paper-scale accuracy "matches": ours - paper's inside ±1 point (the verdict rule of verdicts.py; as in 00).
 LEVEL_MARGIN = 0.01
-# SimpleShot's regime check: SimpleShot - NCA (nearest centroid) must reach -(the paper's NCA - SimpleShot gap
-# + this tolerance): the tolerance is the spread the paper itself shows between the two (COMPETITIVE_MARGIN, from
-# its largest gap of 2.51 points), so a SimpleShot below that is under-trained, not a finding about NCA.
-SIMPLESHOT_TOLERANCE = COMPETITIVE_MARGIN
+# SimpleShot's regime check (issue 42: absolute, never the NCA - SimpleShot contrast its claims measure): its own
+# accuracy reaches half its Table 2 accuracy above chance (regimes.paper_level). Its training length is not tuned
+# against any check: SimpleShot trains NCA's budget (the compared method's: the same epochs of the same batches)
+# unless a parameter file states otherwise with its reason.
 
 
 @dataclass
@@ -145,7 +145,7 @@ def model_grid(p: Params) -> list[dict[str, Any]]:
 
 def run(p: Params, train_images: int | None = None, progress: bool = True) -> dict[Variant, list[Outcome]]:
     """Train (or load) every distinct model for every seed; ``{variant: [outcome per seed]}``. SimpleShot's runs
-    train ``simpleshot_epochs`` epochs when given (its regime check: :func:`simpleshot_floor`)."""
+    train ``simpleshot_epochs`` epochs when given (else NCA's budget, ``epochs``)."""
     n = train_images if train_images is not None else ct.train_size(p)
     unique = list(dict.fromkeys(v for _, a, b, _ in models(p) for v in (a, b)))
     specs = [s for v in unique for s in ct.specs(schedule_of(p, v), [v], n)]
@@ -227,17 +227,10 @@ def _comparisons(p: Params) -> list[tuple[str, str, str, str, str, int, Expectat
     return out
 
 
-def simpleshot_gap(p: Params, shots: int) -> float:
-    """The paper's NCA (nearest centroid) - SimpleShot gap at ``shots`` on ``p.paper_data`` (Table 2, as a
-    fraction), 0 when SimpleShot is ahead."""
-    t, i = PAPER_TABLE2[p.paper_data], 0 if shots == 1 else 1
-    return max((t["NCA nearest centroid"][i][0] - t["SimpleShot"][i][0]) / 100, 0.0)
-
-
-def simpleshot_floor(p: Params, shots: int) -> float:
-    """The lowest SimpleShot - NCA (nearest centroid) its regime check accepts: -(:func:`simpleshot_gap` +
-    :data:`SIMPLESHOT_TOLERANCE`)."""
-    return -(simpleshot_gap(p, shots) + SIMPLESHOT_TOLERANCE)
+def simpleshot_paper(p: Params, shots: int) -> float:
+    """SimpleShot's accuracy in the paper's Table 2 at ``shots`` on ``p.paper_data`` (a fraction): the level its
+    regime check is stated from (:func:`~studylib.experiments.regimes.paper_level`)."""
+    return PAPER_TABLE2[p.paper_data]["SimpleShot"][0 if shots == 1 else 1][0] / 100
 
 
 def check_shots(v: Variant) -> int:
@@ -251,8 +244,8 @@ def claims(p: Params, outcomes: dict[Variant, list[Outcome]] | None = None,
     regime checks (:mod:`studylib.experiments.regimes`): every trained model beats its untrained network
     (nearest centroid at its training shots; ``untrained``: default
     :func:`~studylib.experiments.regimes.untrained_of` of ``outcomes``), gating the comparisons it enters, and
-    SimpleShot reaches the paper's level relative to NCA (:func:`simpleshot_floor`), gating the "competitive"
-    claim of that shot count."""
+    SimpleShot reaches half its Table 2 accuracy above chance (:func:`simpleshot_paper`), gating the
+    "competitive" claim of that shot count."""
     table = measured_claims(p, outcomes)
     if outcomes is None:
         return table
@@ -264,11 +257,11 @@ def claims(p: Params, outcomes: dict[Variant, list[Outcome]] | None = None,
         table.regime(regimes.learned_check(v.label, outcomes[v], untrained[v], "nearest_centroid",
                                            check_shots(v), ids))
     for shots in (1, 5):
-        (vs, _), (vn, _) = _cell(p, "SimpleShot", shots), _cell(p, "NCA nearest centroid", shots)
-        table.regime(regimes.within_paper_gap(
-            "SimpleShot", "NCA", ct.difference(outcomes[vs], outcomes[vn], "nearest_centroid", shots),
-            simpleshot_gap(p, shots), [f"t2-nca-competitive-simpleshot-{shots}shot"],
-            f"{shots}-shot, nearest centroid", tolerance=SIMPLESHOT_TOLERANCE))
+        vs, _ = _cell(p, "SimpleShot", shots)
+        table.regime(regimes.paper_level(
+            "SimpleShot", ct.accuracy(outcomes[vs], "nearest_centroid", shots), simpleshot_paper(p, shots),
+            1.0 / p.eval_ways, [f"t2-nca-competitive-simpleshot-{shots}shot"],
+            f"Table 2, {p.paper_data}, {shots}-shot {p.eval_ways}-way, nearest centroid"))
     return table
 
 

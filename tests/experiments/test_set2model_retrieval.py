@@ -74,8 +74,8 @@ def test_gmm3_gmm4_claims_are_not_tested_with_the_papers_reason():
 def test_a_failing_regime_check_gates_exactly_its_claims():
     """Issue 31: AVG-FT that did not learn (its own score no better than its untrained network's) gates the
     claims that compare with it and nothing else; NN-FT that did not learn gates nothing (the paper's NN-FT is
-    its worst Omniglot row, 0.145); an AVG-FT further behind S2M-Gauss than Table 1's Omniglot gap + 5 pts
-    (0.740 - 0.661 + 0.05 = 12.9 pts) gates them too."""
+    its worst Omniglot row, 0.145). Issue 42: an AVG-FT that learned but lies far behind S2M-Gauss gates nothing:
+    how far it lies behind is the contrast its claims measure, and a gate never depends on it."""
     p = mod.Params(train_models=["gauss", "gmm", "avg", "nn"], seeds=[0, 1, 2, 3, 4])
     learned = {(n, s): 0.5 for n in ("gauss", "gmm", "avg", "nn") for s in ("gauss", "gmm2", "avg", "nn")}
     learned.update({(mod.PL, s): 0.5 for s in ("gauss", "avg", "nn", "svm", "gmm2")})
@@ -92,10 +92,27 @@ def test_a_failing_regime_check_gates_exactly_its_claims():
     assert gated({**learned, ("avg", "avg"): 0.0})[0] == avg_ids
     got, t = gated({**learned, ("nn", "nn"): 0.0})
     assert got == set() and [r.passed for r in t.regimes if r.name.startswith("NN-FT beats")] == [False]
-    # AVG-FT 0.35 above its untrained network (learned) but 0.15 behind S2M-Gauss (0.5): beyond the 12.9-pt bound
+    # AVG-FT 0.35 above its untrained network (learned), 0.15 behind S2M-Gauss: its claims are measured
     got, t = gated({**learned, ("avg", "avg"): 0.35})
-    assert got == avg_ids and [r.passed for r in t.regimes if r.name.startswith("AVG-FT within")] == [False]
-    assert gated({**learned, ("avg", "avg"): 0.45})[0] == set()  # 5 pts behind: within the paper's gap
+    assert got == set() and not any("within" in r.name for r in t.regimes)
+    assert t.judgements()["t1-gauss-beats-avg-ft"].verdict != "not tested"
+
+
+def test_the_no_effect_bands_are_half_the_papers_smallest_quoted_gap():
+    """Issue 42's band rule, against Table 1's numbers written out here: half the paper's gap between the two rows
+    in the columns the claim quotes, at most 1 pt (beats)."""
+    table = mod.claims(mod.Params(train_models=["gauss", "gmm", "avg", "nn"], pretrained="ce"))
+    expected = {  # claim: the paper's gap (mAP) in the data set the claim quotes
+        "sec44-gmm-beats-gauss-noisy": 0.265 - 0.254,  # ImageNet
+        "t1-ft-beats-pl-nn": 0.318 - 0.316,  # RGBD, the smallest of NN-FT - NN-PL's three
+        "t1-avg-pl-beats-nn-pl": None,  # 11.3 pts and more: the 1-pt default
+        "t1-omniglot-gauss-beats-gmm": None,  # 5.1 pts (Omniglot)
+        "t1-gauss-beats-nn-ft": None,
+    }
+    for cid, gap in expected.items():
+        band = table[cid].expect.band()
+        assert band == pytest.approx(0.01 if gap is None else gap / 2), cid
+    assert "half the paper's effect" in table["sec44-gmm-beats-gauss-noisy"].expect.why_delta
 
 
 def test_the_set_networks_of_a_seed_start_from_one_network(tmp_path, monkeypatch):
@@ -136,9 +153,10 @@ def test_evidence_configuration_runs_on_the_real_subset_with_its_regime_checks(t
     p = load_params(mod.Params, mod.NOTEBOOK, "evidence", data_root=str(OMNIGLOT_ZIP), hidden=8, dim=16,
                     batches_per_epoch=2, seeds=[0, 1], device="cpu")
     outcomes = mod.run(p, progress=False)
-    assert set(outcomes) == {"gauss", "gmm", "avg"}
+    assert set(outcomes) == {"gauss", "gmm", "avg", "nn"}  # NN-FT too: Table 1 has it on Omniglot (0.145)
     val = mod.retrieval_eval(p, outcomes["gauss"][0], "gauss", split="val")
     assert val["plain/gauss"].numel() == 160  # Korean: 40 characters x 4 rotations, one concept each
     table = mod.claims(p, outcomes)
-    assert len(table.regimes) == 4 and all(r.passed is not None for r in table.regimes)
+    assert len(table.regimes) == 4 and all(r.passed is not None for r in table.regimes)  # one per network
+    assert table["t1-gauss-beats-nn-ft"].applies
     assert table["t1-omniglot-gauss-beats-gmm"].measured.n_seeds == 2
