@@ -362,6 +362,12 @@ def accuracy_figure(p: Params, res: dict[str, list[dict[str, torch.Tensor]]]) ->
 # Claims
 # ----------------------------------------------------------------------------------------------------------
 
+# "not much worse" (Sec. 4.4, of Table 2): the paper says it of deficits of 0.4 (5-way) and 2.9 pts (20-way), so a
+# non-inferiority margin of 3 pts at either way is the paper's own reading of the phrase (issue 42: a
+# non-inferiority claim, not "MN beats S2M-Gauss")
+NOT_MUCH_WORSE = 0.03
+
+
 def claim_pairs(p: Params) -> dict[str, tuple[tuple[str, str], tuple[str, str], int]]:
     """The paired accuracy differences the comparison claims measure: ``id -> ((network, classifier) A, B, ways)``."""
     out = {}
@@ -370,7 +376,7 @@ def claim_pairs(p: Params) -> dict[str, tuple[tuple[str, str], tuple[str, str], 
         out[f"s2m-gauss-beats-avg-ft-{w}way"] = (("gauss", "gauss"), ("avg", "avg"), w)
         out[f"s2m-gauss-beats-gauss-avg-ft-{w}way"] = (("gauss", "gauss"), ("avg", "gauss"), w)
         out[f"s2m-gauss-beats-gmm-{w}way"] = (("gauss", "gauss"), ("gmm", "gmm"), w)
-        out[f"t2-mn-beats-s2m-gauss-{w}way"] = (("mn", MN_CLASSIFIER), ("gauss", "gauss"), w)
+        out[f"t2-not-much-worse-than-mn-{w}way"] = (("gauss", "gauss"), ("mn", MN_CLASSIFIER), w)
     return out
 
 
@@ -421,9 +427,10 @@ def claims(p: Params, outcomes: dict[str, list[Outcome]] | None = None,
                       f"our 5-shot 5-way accuracy - {PAPER_TABLE2['MANN (No Conv)'][5]:.3f}", Expectation("greater"),
                       applies=mann_ok, why_not=mann_why))
 
-    def add(cid: str, text: str, source: str, paper: str, test: str, models: tuple[str, ...]) -> None:
+    def add(cid: str, text: str, source: str, paper: str, test: str, models: tuple[str, ...],
+            expect: Expectation = Expectation("greater")) -> None:
         missing = [m for m in models if m not in have]
-        rows.append(Claim(cid, text, source, paper, test + proxy_note(p), Expectation("greater"), applies=not missing,
+        rows.append(Claim(cid, text, source, paper, test + proxy_note(p), expect, applies=not missing,
                           why_not=f"needs the {', '.join(missing)} objective in train_models" if missing else ""))
 
     for cid, ((ma, ca), (mb, cb), w) in claim_pairs(p).items():
@@ -443,12 +450,13 @@ def claims(p: Params, outcomes: dict[str, list[Outcome]] | None = None,
                 f"mean: S2M-Gauss > Gauss-AVG-FT ({w}-way)", "Table 1 (Omniglot retrieval), applied to Table 2's "
                 "task", f"retrieval mAP {t1['S2M-Gauss']:.3f} vs {t1['Gauss-AVG-FT']:.3f}; classification not "
                 "reported", test, ("gauss", "avg"))
-        elif cid.startswith("t2-mn-beats-s2m-gauss"):
+        elif cid.startswith("t2-not-much-worse-than-mn"):
             mn = PAPER_TABLE2["Matching Nets"][w]
-            add(cid, f"Matching Networks classify better than S2M-Gauss, which is \"not much worse\" ({w}-way)",
-                "Table 2, Sec. 4.4", f"Matching Nets {mn:.3f} vs S2M-Gauss {PAPER_TABLE2['S2M-Gauss'][w]:.3f}",
+            add(cid, f"S2M-Gauss is \"not much worse\" than Matching Networks ({w}-way): at most "
+                f"{100 * NOT_MUCH_WORSE:g} pts behind", "Table 2, Sec. 4.4",
+                f"Matching Nets {mn:.3f} vs S2M-Gauss {PAPER_TABLE2['S2M-Gauss'][w]:.3f}",
                 test + " (the study's MN of seed 000: no full-context embeddings, Euclidean soft assignment)",
-                ("mn", "gauss"))
+                ("mn", "gauss"), Expectation("noninferior", margin=NOT_MUCH_WORSE))
         else:
             add(cid, f"With small sets, a single Gaussian beats a mixture: S2M-Gauss > {gk} ({w}-way)",
                 "Table 1 (Omniglot), Sec. 4.4, applied to Table 2's task",

@@ -42,7 +42,10 @@ def test_static_claims_and_paper_scale_applicability():
     assert all(c.applies for c in smoke if not c.id.startswith("t2-"))
     paper = mod.claims(load_params(mod.Params, mod.NOTEBOOK, "paper"))
     assert all(c.applies for c in paper)
-    assert not smoke["t2-mn-beats-s2m-gauss-5way"].applies and "mn" in smoke["t2-mn-beats-s2m-gauss-5way"].why_not
+    ni = smoke["t2-not-much-worse-than-mn-5way"]
+    assert not ni.applies and "mn" in ni.why_not
+    # issue 42: "not much worse" is a non-inferiority claim with the paper's margin (its 20-way deficit, 2.9 pts)
+    assert (ni.expect.kind, ni.expect.margin) == ("noninferior", 0.03) and "not much worse" in ni.claim
     no_avg = mod.claims(mod.Params(train_models=["gauss", "gmm"]))
     assert not no_avg["s2m-gauss-beats-avg-ft-5way"].applies and no_avg["s2m-gauss-beats-gmm-5way"].applies
 
@@ -74,7 +77,7 @@ def test_effects_are_paired_differences_over_seeds():
     assert eff["gauss-likelihood-beats-centroid-5way"].value == pytest.approx(ref.value)
     assert eff["s2m-gauss-beats-avg-ft-20way"].value > 0
     assert eff["t2-s2m-gauss-5way-level"].value == pytest.approx(mod.accuracy(res, "gauss", 5, "gauss").value - 0.985)
-    assert "t2-mn-beats-s2m-gauss-5way" not in eff  # no MN network in res
+    assert "t2-not-much-worse-than-mn-5way" not in eff  # no MN network in res
 
 
 def test_table2_baselines_matching_nets_and_siamese_are_measured():
@@ -90,8 +93,8 @@ def test_table2_baselines_matching_nets_and_siamese_are_measured():
                 for c in mod.classifiers_of(m)} for _ in p.seeds] for m in ("gauss", "mn")}
     table = mod.claims(p, outcomes={}, res=res)
     for w, siam in ((5, 0.984), (20, 0.965)):
-        mn = table[f"t2-mn-beats-s2m-gauss-{w}way"].measured
-        a = torch.stack([r[f"{w}way/soft"].mean() - q[f"{w}way/gauss"].mean() for r, q in zip(res["mn"], res["gauss"])])
+        mn = table[f"t2-not-much-worse-than-mn-{w}way"].measured  # S2M-Gauss - MN
+        a = torch.stack([q[f"{w}way/gauss"].mean() - r[f"{w}way/soft"].mean() for r, q in zip(res["mn"], res["gauss"])])
         assert mn.value == pytest.approx(float(a.mean()))
         sim = table[f"t2-s2m-gauss-similar-to-siamese-{w}way"].measured
         assert sim.value == pytest.approx(float(torch.stack([r[f"{w}way/gauss"].mean() for r in res["gauss"]]).mean())
@@ -148,7 +151,10 @@ def test_a_failing_regime_check_gates_exactly_its_claims():
     assert gated == {f"{c}-{w}way" for c in ("s2m-gauss-beats-avg-ft", "s2m-gauss-beats-gauss-avg-ft")
                      for w in (5, 20)}
     assert all("AVG-FT beats its untrained network" in j[c].reason for c in gated)
-    assert j["t2-mn-beats-s2m-gauss-20way"].verdict == "reproduced"  # MN 0.85 vs S2M 0.80, 5 seeds
+    # S2M-Gauss 0.80 vs MN 0.85, 5 seeds: 5 pts behind, beyond the 3-pt margin of "not much worse"
+    assert j["t2-not-much-worse-than-mn-20way"].verdict == "not reproduced"
+    near = mod.claims(p, res=_fake(p, ("gauss", "avg", "mn"), shift={"gauss": 0.34, "mn": 0.35}), untrained=base)
+    assert near.judgements()["t2-not-much-worse-than-mn-20way"].verdict == "reproduced"  # 1 pt behind
     # MN at 0.45: below half its paper level above chance at both ways (0.5945 at 5-way, 0.5175 at 20-way)
     low = _fake(p, ("gauss", "avg", "mn"), level=0.1, shift={"gauss": 0.30, "avg": 0.30, "mn": 0.35})
     table = mod.claims(p, res=low, untrained=_fake(p, ("gauss", "avg", "mn"), level=0.1))
@@ -156,7 +162,7 @@ def test_a_failing_regime_check_gates_exactly_its_claims():
     failed = [r for r in table.regimes if r.passed is False]
     assert [r.name.startswith("Matching Nets reaches") for r in failed] == [True, True]
     assert {cid for cid, x in j.items() if x.verdict == "not tested" and "regime" in x.reason} == {
-        "t2-mn-beats-s2m-gauss-5way", "t2-mn-beats-s2m-gauss-20way"}
+        "t2-not-much-worse-than-mn-5way", "t2-not-much-worse-than-mn-20way"}
 
 
 def test_untrained_regime_is_not_measured_without_the_untrained_networks():
