@@ -31,7 +31,7 @@ from typing import Any, Iterable
 from studylib.claims.power import AFFORDABLE
 from studylib.claims.registry import EVIDENCE, PAPER as PAPER_EVIDENCE, SEED_OF, meta
 from studylib.claims.store import is_stale, of_params, param_files, save_committed, saved_table, static_claims
-from studylib.claims.table import ClaimsTable, _fmt_p
+from studylib.claims.table import ClaimsTable, _fmt_p, effect_size
 from studylib.evaluation.stats import AllOf, Estimate, measured_from_dict
 from studylib.evaluation.verdicts import (DECIDE_ALPHA, DEFAULT_DELTA, INCONCLUSIVE, MARGINAL_ALPHA, NOT_REPRODUCED,
                                           NOT_RUN, REPRODUCED, VERDICTS, Claim, Judgement)
@@ -62,6 +62,7 @@ class Row:
     test: str = ""  # what this scale measures for the claim (its own parameters' text)
     note: str = ""  # for a claim not run: what running it needs (a level claim's seeds)
     unstable: str = ""  # the scale's second run (2 threads) crossed decisive / not decisive: what it read
+    unit: float = 100.0  # the claim's unit (100: accuracies and mAP in points)
 
     @property
     def counted(self) -> bool:
@@ -101,7 +102,15 @@ class Row:
         stale = " *(stale: made by other code; not counted)*" if self.stale else ""
         unstable = f" *(not stable: {self.unstable}; counted as inconclusive)*" if self.unstable else ""
         head = f"{self.measured_text}{stats_text}".lstrip(", ")
-        return (f"{head} → " if head else "") + f"**{j.label}**{where}{stale}{unstable}"
+        size = self.size()
+        return (f"{head} → " if head else "") + f"**{j.label}**{where}{stale}{unstable}" + (
+            f" (size: {size})" if size else "")
+
+    def size(self) -> str:
+        """The measured effect against the paper's (:func:`~studylib.claims.table.effect_size`); "" where the
+        paper gives no effect or the row is not judged."""
+        return effect_size(self.notebook, self.id, self.kind, self.measured, self.unit) if self.status == "judged" \
+            else ""
 
 
 # (listing: {notebook: [(claim id, claim)]}, rows: {column: {(notebook, claim id): Row}}, tables: {column:
@@ -163,7 +172,7 @@ def _judge_column(nb: str, column: str) -> tuple[dict[str, Claim], dict[str, Row
         else:
             measured = measured_from_dict(entry.get("measured"))
             rows[cid] = Row(nb, cid, c.expect.kind, "judged", name, judgements[cid], measured,
-                            entry.get("measured_text") or "", stale, c.test)
+                            entry.get("measured_text") or "", stale, c.test, unit=c.unit)
     return claims, rows, used
 
 
@@ -190,14 +199,32 @@ def _level_notes(nb: str, listings: dict[str, ClaimsTable]) -> dict[str, str]:
 
 
 def stability(column: str) -> tuple[Path, dict[tuple[str, str], dict[str, Any]]] | None:
-    """The newest committed second-run comparison of a scale (``benchmarks/verdict_stability.py --json``:
-    ``benchmarks/results/verdict-stability-<scale>-<date>.json``): its file and ``{(notebook, claim id): {"first":
-    ..., "second": ...}}`` (each page's verdict, label, p and p_adj); None without one."""
+    """The committed second-run comparison of a scale (``benchmarks/verdict_stability.py --json``:
+    ``benchmarks/results/verdict-stability-<scale>-<date>.json``): the newest file, and the earlier files it names
+    as still holding for the notebooks it does not cover (its ``also``, in order); each notebook's rows come from
+    the first of these that covers it (compares it, or names it among those with no second run). Returns the
+    newest file and ``{(notebook, claim id): {"first": ..., "second": ..., "file": its file}}`` (each page's
+    verdict, label, p and p_adj); None without one."""
     files = sorted((project_root() / "benchmarks" / "results").glob(f"verdict-stability-{column}-*.json"))
     if not files:
         return None
-    data = json.loads(files[-1].read_text())
-    return files[-1], {(r["notebook"], r["id"]): r for r in data.get("rows", [])}
+    pairs: dict[tuple[str, str], dict[str, Any]] = {}
+    covered: set[str] = set()
+    chain, seen = [files[-1]], set()
+    while chain:  # the newest file, then the earlier files it says still hold (``also``) for the rest
+        path = chain.pop(0)
+        if path.name in seen or not path.is_file():
+            continue
+        seen.add(path.name)
+        data = json.loads(path.read_text())
+        chain += [path.parent / name for name in data.get("also", [])]
+        mine = set(data.get("notebooks") or {r["notebook"] for r in data.get("rows", [])})
+        mine |= set(data.get("no_second_run", []))
+        for r in data.get("rows", []):
+            if r["notebook"] not in covered:
+                pairs[(r["notebook"], r["id"])] = {**r, "file": path}
+        covered |= mine
+    return files[-1], pairs
 
 
 def _mark_unstable(column: str, rows: dict[tuple[str, str], Row]) -> None:
@@ -220,17 +247,23 @@ def _mark_unstable(column: str, rows: dict[tuple[str, str], Row]) -> None:
         if same and second.get("verdict") != row.verdict and (row.verdict in DECISIVE
                                                                or second.get("verdict") in DECISIVE):
             p2 = f", p_adj = {_fmt_p(second['p_adj'])}" if second.get("p_adj") is not None else ""
-            row.unstable = f"{_second_run(path)} reads {second.get('label') or second.get('verdict')}{p2} " \
-                           f"(`benchmarks/results/{path.name}`)"
+            where = pair.get("file", path)
+            row.unstable = f"{_second_run(where, key[0])} reads {second.get('label') or second.get('verdict')}" \
+                           f"{p2} (`benchmarks/results/{where.name}`)"
 
 
-def _second_run(path: Path) -> str:
-    """What a stability file's second page was: "the 2-thread run", or the tables committed at an earlier
-    commit on another machine (``second_page: git:REV``)."""
+def _second_run(path: Path, notebook: str = "") -> str:
+    """What a stability file's second page was for ``notebook``: what the file says of it (``second_runs``), else
+    "the 2-thread run", or the tables committed at an earlier commit on another machine (``second_page:
+    git:REV``)."""
     try:
-        second = json.loads(path.read_text()).get("second_page", "")
+        data = json.loads(path.read_text())
     except (OSError, ValueError):
-        second = ""
+        data = {}
+    said = (data.get("second_runs") or {}).get(notebook)
+    if said:
+        return said
+    second = data.get("second_page", "")
     return f"the other machine's run ({second[4:12]})" if second.startswith("git:") else "the 2-thread run"
 
 
@@ -286,7 +319,7 @@ def _canonical(listing: dict[str, list[tuple[str, Claim]]], rows: dict[tuple[str
         for cid, c in claims:
             m = meta(nb, cid, c.expect.kind)
             r = rows[(nb, cid)]
-            if not m.alias_of and r.counted:
+            if not m.counted_once_with and r.counted:
                 out.append((nb, cid, c, r, m.evidence))
     return out
 
@@ -320,25 +353,25 @@ def _by_paper(listing: dict[str, list[tuple[str, Claim]]], rows: dict[tuple[str,
 
 def _decided(listing: dict[str, list[tuple[str, Claim]]], rows: dict[tuple[str, str], Row]) -> list[str]:
     """The paper claims a column decided, with the measured effect, p, adjusted p and seeds."""
-    out = ["| paper | notebook | claim | measured (95% CI over seeds) | p / p_adj | verdict |",
-           "| --- | --- | --- | --- | --- | --- |"]
+    out = ["| paper | notebook | claim | measured (95% CI over seeds) | size (measured / the paper's effect) | "
+           "p / p_adj | verdict |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for nb, cid, c, r, evidence in _canonical(listing, rows):
         if evidence != PAPER_EVIDENCE or r.verdict not in DECISIVE:
             continue
         j = r.judgement
         note = meta(nb, cid, c.expect.kind).why_not_reproduced if r.verdict == NOT_REPRODUCED else ""
-        cells = [PAPER_NAMES.get(_paper_of(nb), "-"), nb, c.claim, r.measured_text or "-",
+        cells = [PAPER_NAMES.get(_paper_of(nb), "-"), nb, c.claim, r.measured_text or "-", r.size() or "-",
                  f"{_fmt_p(j.p)} / {_fmt_p(j.p_adj)}" if j.p is not None else "-",
                  f"**{j.label}**" + (f": {note}" if note else "")]
         out.append("| " + " | ".join(x.replace("|", "/") for x in cells) + " |")
-    return out if len(out) > 2 else out + ["| - | - | none | - | - | - |"]
+    return out if len(out) > 2 else out + ["| - | - | none | - | - | - | - |"]
 
 
 def _marginal(listing: dict[str, list[tuple[str, Claim]]], rows: dict[tuple[str, str], Row]) -> list[str]:
     """The paper claims whose adjusted p lies between the decisive and the marginal level, and the decisive ones
     the 2-thread run did not give again (:attr:`Row.unstable`): leads."""
-    out = ["| paper | notebook | claim | measured (95% CI over seeds), p_adj | direction |",
-           "| --- | --- | --- | --- | --- |"]
+    out = ["| paper | notebook | claim | measured (95% CI over seeds), p_adj | size (measured / the paper's effect) | "
+           "direction |", "| --- | --- | --- | --- | --- | --- |"]
     for nb, cid, c, r, evidence in _canonical(listing, rows):
         j = r.judgement
         if (evidence != PAPER_EVIDENCE or r.status != "judged" or r.stale or j is None
@@ -353,9 +386,9 @@ def _marginal(listing: dict[str, list[tuple[str, Claim]]], rows: dict[tuple[str,
         cells = [PAPER_NAMES.get(_paper_of(nb), "-"), nb, c.claim, f"{r.measured_text}, p_adj = {_fmt_p(j.p_adj)}"
                  + (f" ({'decisive' if j.verdict in DECISIVE else 'not decisive'} in this run, not stable: "
                     f"{r.unstable})" if r.unstable else ""),
-                 side]
+                 r.size() or "-", side]
         out.append("| " + " | ".join(x.replace("|", "/") for x in cells) + " |")
-    return out if len(out) > 2 else out + ["| - | - | none | - | - |"]
+    return out if len(out) > 2 else out + ["| - | - | none | - | - | - |"]
 
 
 VERDICT_WORDS = (
@@ -398,8 +431,14 @@ def _rules() -> str:
         "sampling of episodes from **one fixed test split** per data set (the same test classes for every seed: "
         "on Omniglot the 104 Latin classes), not another choice of test classes. **Kinds of evidence** "
         "(`studylib/claims/registry.py`): paper claim; implementation check (a formula or a count); "
-        "proxy (a stated stand-in for the paper's setting); the study's own. Claims that measure the same thing "
-        "appear once in the counts; their other rows say \"alias of\". A table counts only when made with its "
+        "proxy (a stated stand-in for the paper's setting); the study's own (no paper makes it, or the seed text "
+        "has no source for it); extrapolation (a paper claim tested outside the condition the paper states it "
+        "for: shown, not counted as a paper claim). Claims that measure the same thing appear once in the counts; "
+        "their other rows say \"alias of\", and a claim whose verdict follows from another's says \"follows\". "
+        "**Size beside sign**: where the paper gives its own effect (the two numbers its citations quote, or a "
+        "stated difference), a judged directional claim shows the measured effect as a multiple of the paper's, "
+        "with the 95% interval over seeds (\"0.89x the paper's +9.60 pts (0.76x to 1.0x)\"); a no-effect band "
+        "is half that effect, at most 1 pt. A table counts only when made with its "
         "parameter file itself and by today's code (its code version, `studylib/provenance.py`).")
 
 
@@ -425,7 +464,8 @@ def summary_markdown(notebooks: Iterable[str] | None = None, rows: PageRows | No
         for cid, c in claims:
             m = meta(nb, cid, c.expect.kind)
             kind = m.evidence + (f"; {'replication' if m.replication else 'alias'} of `{m.alias_of}`"
-                                 if m.alias_of else "")
+                                 if m.alias_of else "") + (f"; follows `{m.follows}` (counted once, with it)"
+                                                           if m.follows else "")
             source = m.source or c.source
             cites = "; ".join(dict.fromkeys(ct.text() for ct in m.citations))  # each source once
             if cites:

@@ -7,7 +7,15 @@ This registry adds what the study's page (``figures/claims.md``) needs to count 
 
 * **evidence**: a *paper claim* (the paper says it; the default), an *implementation check* (a formula or a
   count: deterministic, not a finding about learning; the default for ``equal`` claims), a *proxy* (a stated
-  stand-in for the paper's setting: another backbone, another task), or the *study's own* (no paper makes it);
+  stand-in for the paper's setting: another backbone, another task), the *study's own* (no paper makes it, or
+  the seed text has no source for it), or an *extrapolation* (a paper claim tested outside the condition the
+  paper states it for, e.g. a batch size below Fig. 2's range: shown, never counted as a paper claim);
+* **follows**: a claim whose verdict follows from another's, one finding counted once (09's "colour, not
+  orientation" is decided by the colour effect of the claim it follows);
+* **paper_effect**: the paper's own effect of a directional claim, in the effect's unit (points for accuracies
+  and mAP): stated, or derived from the two numbers its citations quote (:func:`paper_effect`). The page shows
+  the measured effect as a fraction of it, and a test holds each band to half of it (issue 42);
+* **no_band**: why a directional claim has no no-effect band (an effect in a unit the paper states no size in);
 * **alias_of**: claims that are one claim are counted once: the alias row names its canonical claim and is
   left out of the headline counts. A plain alias is the *same measurement* (the same runs and the same
   quantity, so the same per-seed values: 02's MN 1-shot rows are its PN 1-shot rows); a **replication** is the
@@ -32,7 +40,8 @@ PAPER = "paper claim"
 IMPLEMENTATION = "implementation check"
 PROXY = "proxy"
 OWN = "study's own"
-EVIDENCE = (PAPER, IMPLEMENTATION, PROXY, OWN)
+EXTRAPOLATION = "extrapolation"  # a paper claim tested outside the paper's condition (issue 42): not counted as one
+EVIDENCE = (PAPER, IMPLEMENTATION, PROXY, OWN, EXTRAPOLATION)
 
 # the seed (paper) each notebook reproduces; 90 uses the study on the user's data and reproduces none
 SEED_OF = {"00": "000", "01": "000", "02": "000", "03": "000", "04": "000", "05": "000", "06": "001",
@@ -120,12 +129,22 @@ class Meta:
     # one sentence on why a decided "not reproduced" is what it is (a real disagreement, the data or the scale),
     # shown beside it in the README; written after reading the runs, never a number
     why_not_reproduced: str = ""
+    follows: str | None = None  # "NN_notebook:claim-id" whose verdict decides this one: counted once, with it
+    paper_effect: float | None = None  # the paper's effect in points, where its citations do not give it as A - B
+    no_band: str = ""  # why a directional claim has no no-effect band
 
     def __post_init__(self) -> None:
         if self.evidence not in EVIDENCE:
             raise ValueError(f"unknown evidence kind {self.evidence!r}; allowed: {', '.join(EVIDENCE)}")
         if self.replication and not self.alias_of:
             raise ValueError("a replication names the claim it replicates (alias_of)")
+        if self.follows and self.alias_of:
+            raise ValueError("a claim is an alias of one claim or follows one, not both")
+
+    @property
+    def counted_once_with(self) -> str | None:
+        """The claim this one is counted with (its alias, or the claim it follows); None: counted itself."""
+        return self.alias_of or self.follows
 
 
 _RN18_BECLR = Citation(("75.74", "84.93"), "001", "Table 1", "BECLR (Ours) RN18", "RN18")
@@ -209,18 +228,29 @@ def _t1(*rows: str) -> tuple[Citation, ...]:
     return tuple(_s2m_t1(r, col) for r in rows for col in range(1, len(_S2M_T1[r]) + 1))
 
 
+_B64 = ("Fig. 2 trains episodes and NCA at batch sizes 128, 256 and 512 (Sec. 3.2); the smoke and evidence scales "
+        "add b = 64, below the paper's range: an extrapolation of its claim")
+_NO_ABLATION = ("the seed text has no ablation table: it gives the purpose of each part of InfoPatch (Sec. InfoPatch: "
+                "episodic InfoNCE to mine hard samples, PatchMix against source-class bias, the random block to "
+                "recognise from parts), not a measured gain of it, so this step of the study's ablation is the study's "
+                "own; the abstract's 'mining patch relations improves infoNCE' is the patches step's source")
+_VARIANCE_UNITS = ("an effect in log-variance units (x 100), which the paper shows in a figure without numbers, so "
+                   "no smallest meaningful effect can be stated: the claim has the difference test only")
 REGISTRY: dict[tuple[str, str], Meta] = {
     # -- seed 000 ---------------------------------------------------------------------------------------------
     # 00's quickstart trains NCA runs of its own (another run name, other smoke settings): the same claims of
     # Table 2 as 05's, measured again
     ("00_quickstart", "table2-nc-beats-soft-5shot"): Meta(
         alias_of="05_comparison:appD-nc-beats-soft-5shot", replication=True, citations=_NC_VS_SOFT,
+        paper_effect=1.34,  # miniImageNet, the paper_data of 00's Table 2 column: 78.27 - 76.93
         note="notebook 00's own NCA runs: Table 2's nearest centroid vs soft assignment, measured again"),
     # one model and one classifier: with one shot, L_MNs equals L_PNs (Sec. 2.2, share_one_shot trains it once)
     # and soft assignment, nearest centroid and 1-NN coincide (Sec. 2.3), so the MN panel's 1-shot effect is the
     # PN panel's, seed by seed
+    **{("02_batch_size_sweep", f"fig2-nca-beats-{m}-{s}shot-b64"): Meta(EXTRAPOLATION, note=_B64)
+       for m in ("pn", "mn") for s in (1, 5)},
     **{("02_batch_size_sweep", f"fig2-nca-beats-mn-1shot-b{b}"): Meta(
-        alias_of=f"02_batch_size_sweep:fig2-nca-beats-pn-1shot-b{b}",
+        EXTRAPOLATION if b == 64 else PAPER, alias_of=f"02_batch_size_sweep:fig2-nca-beats-pn-1shot-b{b}",
         note="1-shot MN is the 1-shot PN model (share_one_shot) and both classifiers coincide at one shot")
        for b in (64, 128, 256, 512)},
     # App. H's MN 1-shot row is row 4 (PN 1-shot = MN 1-shot), and at one shot soft assignment is the nearest
@@ -268,19 +298,32 @@ REGISTRY: dict[tuple[str, str], Meta] = {
     # -- seed 002 ---------------------------------------------------------------------------------------------
     ("09_spe_synthetic", "sec3.1-bayes-optimal"): Meta(IMPLEMENTATION, citations=(_SEC31,)),
     ("09_spe_synthetic", "sec3.1-accuracy-near-bayes"): Meta(citations=(_SEC31,)),
+    **{("09_spe_synthetic", cid): Meta(no_band=_VARIANCE_UNITS) for cid in (
+        "fig2-disentangled", "fig2-colour-variance-between-classes", "fig2-orientation-variance-between-classes",
+        "fig3-hue-noise-raises-colour-variance", "fig3-short-legs-raise-colour-variance",
+        "fig3-short-legs-raise-orientation-variance")},
+    ("09_spe_synthetic", "fig3-hue-noise-colour-not-orientation"): Meta(
+        follows="09_spe_synthetic:fig3-hue-noise-raises-colour-variance", no_band=_VARIANCE_UNITS,
+        note="the colour-dimension change minus the orientation-dimension change: its sign is set by the colour "
+             "effect of the claim it follows (one finding, counted once)"),
+    ("07_dyce_memory_umap", "fig6-dbi-falls"): Meta(
+        no_band="the Davies-Bouldin index has no scale the paper states a size in (Fig. 6 shows the memory's "
+                "partitions, no DBI): the claim has the difference test only"),
     **{("10_spe_omniglot", f"table1-{d.lower()}-{s}shot-{w}way"): Meta(citations=(
         Citation((spe, pn), "002", "Table 1", "PN SPE", column=col, under=d),))
        for d, s, w, col, spe, pn in (("2D", 1, 5, 1, "76.9", "75.7"), ("2D", 5, 5, 2, "82.3", "82.6"),
                                      ("2D", 1, 20, 3, "49.7", "45.0"), ("2D", 5, 20, 4, "55.3", "55.9"),
                                      ("64D", 1, 5, 1, "98.53", "98.46"), ("64D", 5, 5, 2, "99.52", "99.55"),
                                      ("64D", 1, 20, 3, "94.93", "94.87"), ("64D", 5, 20, 4, "98.56", "98.63"))},
-    ("10_spe_omniglot", "table1-2d-gain-larger-at-1shot"): Meta(citations=(
+    ("10_spe_omniglot", "table1-2d-gain-larger-at-1shot"): Meta(paper_effect=5.3, citations=(  # 4.7 - -0.6
         Citation(("49.7", "45.0"), "002", "Table 1", "PN SPE", column=3, under="2D"),
         Citation(("55.3", "55.9"), "002", "Table 1", "PN SPE", column=4, under="2D"))),
     # -- seed 003 ---------------------------------------------------------------------------------------------
     # Table 1 (caption below the rows); columns: 1 ImageNet, 2 RGBD Object, 3 Oxford Flowers, 4 Omniglot
-    ("11_set2model", "t1-gauss-beats-avg-ft"): Meta(citations=_t1("S2M-Gauss", "AVG-FT")),
-    ("11_set2model", "t1-gauss-beats-gauss-on-avg-ft"): Meta(citations=_t1("S2M-Gauss", "Gauss-AVG-FT")),
+    # the Omniglot column's effect: the data the study runs them on (0.740 - 0.661, 0.740 - 0.695)
+    ("11_set2model", "t1-gauss-beats-avg-ft"): Meta(paper_effect=7.9, citations=_t1("S2M-Gauss", "AVG-FT")),
+    ("11_set2model", "t1-gauss-beats-gauss-on-avg-ft"): Meta(paper_effect=4.5,
+                                                             citations=_t1("S2M-Gauss", "Gauss-AVG-FT")),
     ("11_set2model", "t1-omniglot-gauss-beats-gmm"): Meta(citations=(
         _s2m_t1("S2M-Gauss", 4), _s2m_t1("S2M-GMM2", 4))),
     ("11_set2model", "fig3-gmm-beats-gauss-polysemous"): Meta(PROXY, note=_SIMULATED, citations=(
@@ -316,7 +359,7 @@ REGISTRY: dict[tuple[str, str], Meta] = {
         Citation((s2m,), "003", "Table 2", "S2M-Gauss", column=c),
         Citation((siam,), "003", "Table 2", "Convolutional Siamese Net [13]", column=c)))
        for w, c, s2m, siam in ((5, 1, "0.985", "0.984"), (20, 2, "0.956", "0.965"))},
-    **{("12_set2model_omniglot", f"t2-mn-beats-s2m-gauss-{w}way"): Meta(PROXY, note=(
+    **{("12_set2model_omniglot", f"t2-not-much-worse-than-mn-{w}way"): Meta(PROXY, note=(
         "the study's Matching Networks are seed 000's (no full-context embeddings, squared-Euclidean soft "
         "assignment), not Vinyals et al.'s cosine attention with FCE of Table 2's row"), citations=(
         Citation((mn,), "003", "Table 2", "Matching Nets [31]", column=c),
@@ -331,7 +374,7 @@ REGISTRY: dict[tuple[str, str], Meta] = {
         Citation(("84.32",), "001", "Table 14", "BECLR w/o OpTA (Ours) RN18", "RN18"))),
     # not an alias of t1-opta-gain-1shot: min(gain1 - gain5, gain1) equals gain1 only where gain5 <= 0 (the smoke
     # runs); where OpTA helps 5-shot (the paper's +0.6) it is gain1 - gain5, another number
-    ("06_beclr_pretraining", "t1-gain-1shot-exceeds-5shot"): Meta(citations=(
+    ("06_beclr_pretraining", "t1-gain-1shot-exceeds-5shot"): Meta(paper_effect=8.99, citations=(  # 9.60 - 0.61
         Citation(("75.74", "84.93"), "001", "Table 1", "BECLR (Ours) RN18", "RN18"),
         Citation(("66.14", "84.32"), "001", "Table 14", "BECLR w/o OpTA (Ours) RN18", "RN18"))),
     ("06_beclr_pretraining", "level-opta-1shot"): Meta(citations=(
@@ -380,7 +423,7 @@ REGISTRY: dict[tuple[str, str], Meta] = {
         PROXY, alias_of="06_beclr_pretraining:t1-opta-gain-1shot", note=_T5_WHY,
         citations=(_T5, _T5_DYCE, _RN50_BECLR), backbone_proxy=_T5_WHY),
     # the two accuracies are printed in the figure's panels, which the seed text runs into Sec. 5.1's [A3-a] line
-    ("08_opta_before_after", "fig8-opta-gain"): Meta(citations=(
+    ("08_opta_before_after", "fig8-opta-gain"): Meta(paper_effect=29.19, citations=(  # 97.77 - 68.58
         Citation(("68.58", "97.77"), "001", None, "Impact of OpTA. We visualize the UMAP Acc:"),)),
     # UniSiam's 64.10 (no OpTA) is in Table 1; 72.54 (with OpTA) in Table 4; the study adds OpTA to notebook 05's
     # supervised ResNet-12 runs (table4_notebook in 08's paper.yaml)
@@ -401,6 +444,11 @@ REGISTRY: dict[tuple[str, str], Meta] = {
     **{("13_infopatch", f"level-{s}shot"): Meta(citations=(Citation(
         numbers, repo="corwinliu9669/Learning-a-Few-shot-Embedding-Model-with-Contrastive-Learning"),))
        for s, numbers in ((1, ("67.67", "0.45")), (5, ("82.44", "0.31")))},
+    **{("13_infopatch", f"ablation-{b}-{s}shot"): Meta(OWN, note=_NO_ABLATION)
+       for b in ("infonce", "patchmix", "block") for s in (1, 5)},
+    # the abstract's line (a body-text citation with no number: its text must be in the seed)
+    **{("13_infopatch", f"ablation-patches-{s}shot"): Meta(citations=(
+        Citation((), "004", None, "挖掘patch之间的关系，改善infoNCE"),)) for s in (1, 5)},
     ("13_infopatch", "code-test-beats-eq2-5shot"): Meta(
         OWN, note="the paper's Eq. 2 tests by the nearest support sample, the authors' code by the class mean; "
                   "neither says which is better at 5 shots"),
@@ -441,6 +489,23 @@ WHY_NOT_REPRODUCED: dict[tuple[str, str], str] = {
 }
 for _key, _why in WHY_NOT_REPRODUCED.items():
     REGISTRY[_key] = replace(REGISTRY.get(_key, Meta()), why_not_reproduced=_why)
+
+
+def paper_effect(m: Meta) -> float | None:
+    """The paper's effect of a directional paper claim in points (a fraction x 100 for mAP): ``m.paper_effect``
+    where stated, else A - B from citations that quote exactly two numbers, the claim's A and then its B (a row's
+    "PN SPE" pair quotes the SPE first); None where the citations say more (several columns) or less, and for
+    proxies and the study's own claims (their cited numbers are another setting's)."""
+    if m.paper_effect is not None:
+        return m.paper_effect
+    try:
+        numbers = [float(n) for c in m.citations for n in c.numbers]
+    except ValueError:  # a quoted "150%": not an effect's two ends
+        return None
+    if len(numbers) != 2 or m.evidence not in (PAPER, EXTRAPOLATION):  # a proxy's numbers are another setting's
+        return None
+    a, b = numbers
+    return round((a - b) * (100 if max(abs(a), abs(b)) <= 1 else 1), 6)
 
 
 def meta(notebook: str, claim_id: str, rule_kind: str = "greater") -> Meta:

@@ -39,6 +39,28 @@ from studylib.utils import atomic_write_json
 pd.set_option("display.max_colwidth", 120)
 
 
+def effect_size(notebook: str, claim_id: str, kind: str, measured: Any, unit: float = 100.0) -> str:
+    """A directional claim's measured effect as a multiple of the paper's own effect
+    (:func:`~studylib.claims.registry.paper_effect`), with its 95% interval over seeds: "0.89x the paper's +9.60
+    pts (0.76x to 1.0x)"; "" where the paper gives no effect or nothing was measured (issue 42: the size beside
+    the sign). An all-of claim's size is that of its worst effect."""
+    from studylib.claims.registry import meta, paper_effect
+    e = measured.worst if isinstance(measured, AllOf) else measured
+    if kind not in ("greater", "less") or not isinstance(e, Estimate):
+        return ""
+    pe = paper_effect(meta(notebook, claim_id, kind))
+    if not pe:
+        return ""
+    lo, hi = sorted(((e.value - e.ci95) * unit / pe, (e.value + e.ci95) * unit / pe))
+    return (f"{_times(e.value * unit / pe)} the paper's {pe:+.2f}{' pts' if unit == 100 else ''} "
+            f"({_times(lo)} to {_times(hi)})")
+
+
+def _times(x: float) -> str:
+    """A ratio to the paper's effect: two significant digits, at least one decimal ("0.89x", "9.0x", "-1.3x")."""
+    return f"{x:.2g}x" if abs(x) < 1 else f"{x:.1f}x" if abs(x) < 10 else f"{x:.0f}x"
+
+
 def _fmt_p(x: float | None) -> str:
     if x is None:
         return ""
@@ -138,10 +160,13 @@ class ClaimsTable:
         return pd.DataFrame(rows).to_string(index=False)
 
     def frame(self) -> pd.DataFrame:
-        """Measured effects with their 95% intervals over seeds, p, the family-adjusted p, and the verdicts."""
+        """Measured effects with their 95% intervals over seeds, their size against the paper's effect, p, the
+        family-adjusted p, and the verdicts."""
         j = self.judgements()
         return pd.DataFrame([{"id": c.id, "source": c.source, "claim": c.claim, "paper": c.paper,
-                              "measured": c.measured_text(), "p": _fmt_p(j[c.id].p),
+                              "measured": c.measured_text(),
+                              "size": effect_size(self.notebook, c.id, c.expect.kind, c.measured, c.unit) or "-",
+                              "p": _fmt_p(j[c.id].p),
                               "p_adj": _fmt_p(j[c.id].p_adj), "verdict": j[c.id].label, "why": j[c.id].reason}
                              for c in self.claims])
 
@@ -168,8 +193,9 @@ class ClaimsTable:
             lines.append(f"- regime check *{r.name}*: {'passed' if r.passed else 'NOT passed'} ({r.detail}).")
         for c in self.claims:
             stats_text = f", p = {_fmt_p(j[c.id].p)}, p_adj = {_fmt_p(j[c.id].p_adj)}" if j[c.id].p is not None else ""
-            lines.append(f"- *{c.source}*: {c.claim} — measured {c.measured_text() or 'nothing'}{stats_text} → "
-                         f"**{j[c.id].label}** ({j[c.id].reason}).")
+            size = effect_size(self.notebook, c.id, c.expect.kind, c.measured, c.unit)
+            lines.append(f"- *{c.source}*: {c.claim} — measured {c.measured_text() or 'nothing'}"
+                         + (f" ({size})" if size else "") + f"{stats_text} → **{j[c.id].label}** ({j[c.id].reason}).")
         return "\n".join(lines)
 
     def show(self) -> None:
