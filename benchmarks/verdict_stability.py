@@ -129,6 +129,15 @@ def main(argv: list[str] | None = None) -> int:
                          "only where today's first page reads it exactly as that comparison's first side did (same "
                          "label and p_adj: the same numbers, judged by the same rule), so its second side still "
                          "applies; a notebook with any other row must be in --notebooks")
+    ap.add_argument("--without", nargs="+", metavar="NB", default=[],
+                    help="notebooks this comparison covers without a second run (their tables were re-made and not "
+                         "run again): recorded as no_second_run, so an older comparison's rows no longer apply")
+    ap.add_argument("--second-run", action="append", default=[], metavar="NB=TEXT",
+                    help="what the second page was for a notebook where it is not the file's (e.g. "
+                         "'08_opta_before_after=the 1-thread run of f9f5abe'); the page names it")
+    ap.add_argument("--also", nargs="+", default=[], metavar="OLD_JSON", type=Path,
+                    help="earlier comparisons that still hold for the notebooks this one does not cover (another "
+                         "second page, e.g. an earlier machine's): the page reads them after this one, in order")
     a = ap.parse_args(argv)
     if a.second.startswith("git:"):
         import tempfile
@@ -139,12 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     carried: list[dict] = []
     if a.notebooks and a.carry:
         old = {(r["notebook"], r["id"]): r for r in json.loads(a.carry.read_text())["rows"]}
-        moved = sorted({r["notebook"] for r in first if r["notebook"] not in a.notebooks
+        moved = sorted({r["notebook"] for r in first if r["notebook"] not in a.notebooks + a.without
                         and not _same_first(r, old.get((r["notebook"], r["id"])))})
         if moved:
             raise SystemExit(f"verdict_stability: {', '.join(moved)} read otherwise than in {a.carry}'s first "
                              f"page: run them again with --notebooks")
-        carried = [old[(r["notebook"], r["id"])] for r in first if r["notebook"] not in a.notebooks]
+        carried = [old[(r["notebook"], r["id"])] for r in first if r["notebook"] not in a.notebooks + a.without]
     if a.notebooks:
         first, second = ([r for r in rows if r["notebook"] in a.notebooks] for rows in (first, second))
     res = compare(first + [c["first"] for c in carried], second + [c["second"] for c in carried])
@@ -152,6 +161,12 @@ def main(argv: list[str] | None = None) -> int:
         res["carried"] = {"from": a.carry.name, "notebooks": sorted({c["notebook"] for c in carried})}
     res["scale"] = a.scale
     res["second_page"] = a.second
+    if a.without:
+        res["no_second_run"] = sorted(a.without)
+    if a.also:
+        res["also"] = [p.name for p in a.also]
+    if a.second_run:
+        res["second_runs"] = dict(x.split("=", 1) for x in a.second_run)
     res["notebooks"] = sorted({r["notebook"] for r in first} | set(res.get("carried", {}).get("notebooks", [])))
     print(f"{res['claims']} claims; verdicts of the first page: {res['counts'][0]}")
     print(f"{'':>{len(str(res['claims']))}}         verdicts of the second page: {res['counts'][1]}")

@@ -97,3 +97,26 @@ def test_tables_committed_at_a_revision_become_a_cache_of_their_own(tmp_path):
     committed = subprocess.run(["git", "-C", str(vs.REPO), "show", f"{rev}:params/{first}/evidence.claims.json"],
                                capture_output=True, text=True).stdout
     assert (folder / "claims" / first / "evidence.json").read_text() == committed
+
+
+def test_notebooks_without_a_second_run_and_named_second_runs_are_recorded(monkeypatch, tmp_path):
+    """--without: notebooks re-made with no second run are recorded (no_second_run) and not carried from an older
+    comparison; --second-run names what a notebook's second page was where it is not the file's own."""
+    import json
+    old = {"rows": [{"notebook": "01", "id": "z", "first": _row("01", "z", "reproduced", 0.001),
+                     "second": _row("01", "z", "reproduced", 0.002)}]}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    pages = {tmp_path / "a": [_row("00", "x", "reproduced", 0.001), _row("01", "z", "reproduced", 0.004)],
+             tmp_path / "b": [_row("00", "x", "reproduced", 0.002), _row("01", "z", "not run")]}
+    monkeypatch.setattr(vs, "rows_of", lambda cache, scale, stale_ok=False: pages[Path(cache)])
+    out = tmp_path / "cmp.json"
+    base = [str(tmp_path / "a"), str(tmp_path / "b"), "--notebooks", "00", "--carry", str(tmp_path / "old.json"),
+            "--json", str(out)]
+    with pytest.raises(SystemExit, match="01 read otherwise"):  # 01 was re-made since the old comparison
+        vs.main(base)
+    assert vs.main(base + ["--without", "01", "--second-run", "00=the 1-thread run of abc",
+                           "--also", str(tmp_path / "old.json")]) == 0
+    res = json.loads(out.read_text())
+    assert res["also"] == ["old.json"]
+    assert res["no_second_run"] == ["01"] and "carried" not in res and [r["id"] for r in res["rows"]] == ["x"]
+    assert res["second_runs"] == {"00": "the 1-thread run of abc"}

@@ -342,3 +342,29 @@ def test_the_newest_committed_stability_comparison_is_of_the_committed_tables():
                 (row.judgement.label, row.p_adj)), f"{path.name} compared another table of {key}: re-run it"
             compared += 1
         assert compared > 0, f"{path.name} compares none of the committed {column} tables"
+
+
+def test_each_notebook_is_judged_by_the_newest_stability_file_that_covers_it(monkeypatch, tmp_path):
+    """Stability files chained: the newest file and the earlier ones it names (``also``); a file that compares a
+    notebook, or names it among those with no second run, supersedes the later-read files' rows of it; the other
+    notebooks keep the earlier file's rows; a file not named is not read; a row names the second run its own
+    file says it was."""
+    import json
+    results = tmp_path / "benchmarks" / "results"
+    results.mkdir(parents=True)
+    pair = {"first": {"verdict": "reproduced", "label": "reproduced", "p_adj": 0.001},
+            "second": {"verdict": "inconclusive", "label": "inconclusive", "p_adj": 0.3}}
+    old = {"second_page": "/tmp/c2", "notebooks": ["00", "01", "02"],
+           "rows": [{"notebook": nb, "id": "x", **pair} for nb in ("00", "01", "02")]}
+    new = {"second_page": "/tmp/c2", "notebooks": ["01"], "no_second_run": ["02"],
+           "also": ["verdict-stability-evidence-2026-01-01.json"],
+           "second_runs": {"01": "the 1-thread run of abc"}, "rows": [{"notebook": "01", "id": "x", **pair}]}
+    (results / "verdict-stability-evidence-2026-01-01.json").write_text(json.dumps(old))
+    (results / "verdict-stability-evidence-2025-12-01.json").write_text(json.dumps(
+        {"second_page": "/tmp/c2", "notebooks": ["03"], "rows": [{"notebook": "03", "id": "x", **pair}]}))
+    (results / "verdict-stability-evidence-2026-01-01b.json").write_text(json.dumps(new))
+    monkeypatch.setattr(P, "project_root", lambda: tmp_path)
+    path, pairs = P.stability("evidence")
+    assert path.name.endswith("01b.json") and set(pairs) == {("00", "x"), ("01", "x")}
+    assert pairs[("00", "x")]["file"].name.endswith("01-01.json") and pairs[("01", "x")]["file"] == path
+    assert P._second_run(path, "01") == "the 1-thread run of abc" and P._second_run(path, "00") == "the 2-thread run"
