@@ -286,11 +286,17 @@ def claims(p: Params, outcomes: list[Outcome] | None = None, simclr: list[Outcom
                           and s in p.eval_shots,
                           why_not=f"needs {name} at paper scale (paper.yaml with -p data {d} -p data_root {root}; "
                                   f"readers.load_{d})"))
-    rows.append(Claim("t3-cdfsl-sota", "Pretrained on miniImageNet, BECLR leads on ChestX, EuroSAT and CropDiseases "
-                      "and is competitive on ISIC (5-way 5/20-shot)", "Table 3, Sec. 5.1 [A1-b]", "qualitative",
-                      "not measured", Expectation("greater"), applies=False,
-                      why_not="no reader for the CDFSL sets (ChestX, ISIC, EuroSAT, CropDiseases) in "
-                              "studylib/data/readers.py, and the runner evaluates on the training data set only"))
+    # Table 3's compound claim, one claim per data set (issue 42): "leads" where the paper says BECLR leads, and
+    # "competitive" (non-inferiority, the study's 3-pt margin of notebook 05) on ISIC
+    cdfsl_why = ("no reader for the CDFSL sets (ChestX, ISIC, EuroSAT, CropDiseases) in studylib/data/readers.py, "
+                 "and the runner evaluates on the training data set only")
+    for name, label in (("chestx", "ChestX"), ("eurosat", "EuroSAT"), ("cropdiseases", "CropDiseases")):
+        rows.append(Claim(f"t3-cdfsl-leads-{name}", f"Pretrained on miniImageNet, BECLR leads the unsupervised "
+                          f"baselines on {label} (5-way 5/20-shot)", "Table 3, Sec. 5.1 [A1-b]", "qualitative",
+                          "not measured", Expectation("greater"), applies=False, why_not=cdfsl_why))
+    rows.append(Claim("t3-cdfsl-isic-competitive", "Pretrained on miniImageNet, BECLR is competitive with the best "
+                      "unsupervised baseline on ISIC (5-way 5/20-shot)", "Table 3, Sec. 5.1 [A1-b]", "qualitative",
+                      "not measured", Expectation("noninferior", margin=0.03), applies=False, why_not=cdfsl_why))
     rows.append(Claim("t12-cub-sota", "Pretrained on miniImageNet, BECLR beats the unsupervised baselines on CUB "
                       "(5-way 1/5-shot)", "Table 12 (App. C.3)", "qualitative (BECLR's row is illegible in the "
                       "seed text)", "not measured", Expectation("greater"), applies=False,
