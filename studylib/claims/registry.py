@@ -322,14 +322,6 @@ REGISTRY: dict[tuple[str, str], Meta] = {
     # Table 1 (caption below the rows); columns: 1 ImageNet, 2 RGBD Object, 3 Oxford Flowers, 4 Omniglot
     # the Omniglot column's effect: the data the study runs them on (0.740 - 0.661, 0.740 - 0.695)
     ("11_set2model", "t1-gauss-beats-avg-ft"): Meta(paper_effect=7.9, citations=_t1("S2M-Gauss", "AVG-FT")),
-    **{("10_spe_omniglot", f"table1-2d-1shot-{w}way"):
-       f"on the Latin alphabet the 2-d intersection SPE classifies 1-shot {w}-way episodes about 3 points worse than "
-       "the 2-d PN after 20 training episodes (60-way 1-shot) on the subset's three training alphabets, where the "
-       "paper trains both on Omniglot's background set with early stopping: the scale or the data; the study cannot "
-       "tell them apart here" for w in (5, 20)},
-    ("10_spe_omniglot", "table1-2d-gain-larger-at-1shot"):
-        "the SPE trails the PN by about as much at 5 shots as at 1 shot here (the Table 1 rows above): after the "
-        "same short training on the subset the SPE has no 1-shot advantage, so none grows from 5 shots to 1",
     ("11_set2model", "t1-gauss-beats-gauss-on-avg-ft"): Meta(paper_effect=4.5,
                                                              citations=_t1("S2M-Gauss", "Gauss-AVG-FT")),
     ("11_set2model", "t1-omniglot-gauss-beats-gmm"): Meta(citations=(
