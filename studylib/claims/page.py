@@ -521,7 +521,8 @@ def readme_summary(notebooks: Iterable[str] | None = None, rows: PageRows | None
                  "for minutes",
         "evidence": "the **evidence** scale: the smoke scale's data and networks (and, for the Omniglot papers, a "
                     "real Omniglot subset split by alphabet), trained long enough to pass each notebook's regime "
-                    "checks, with the training seeds a power analysis asks for; about an hour on two CPU cores",
+                    "checks, with the training seeds a power analysis asks for; about an hour and a half on two CPU "
+                    "cores",
     }[lead]
     decided = sum(1 for *_, r, e in _canonical(listing, judged[lead]) if e == PAPER_EVIDENCE and r.verdict in DECISIVE)
     few = ("" if decided >= 10 else

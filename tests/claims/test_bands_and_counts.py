@@ -83,9 +83,9 @@ def test_extrapolations_are_shown_and_never_counted_as_paper_claims():
     b64 = [cid for cid, _ in listing["02_batch_size_sweep"] if cid.endswith("-b64")]
     assert len(b64) == 4 and all(meta("02_batch_size_sweep", cid).evidence == EXTRAPOLATION for cid in b64)
     assert all(meta("02_batch_size_sweep", cid.replace("-b64", "-b128")).evidence == PAPER for cid in b64)
+    decided = Judgement("not reproduced", "", "not reproduced (reversed)", "difference", 0.001, 0.001, 8)
     rows = {("02_batch_size_sweep", cid): P.Row("02_batch_size_sweep", cid, c.expect.kind, "judged", "evidence",
-                                                Judgement("not reproduced", "", "not reproduced (reversed)", "difference",
-                                                          0.001, 0.001, 8), over_seeds([-0.1, -0.12, -0.11]))
+                                                decided, over_seeds([-0.1, -0.12, -0.11]))
             for cid, c in listing["02_batch_size_sweep"]}
     counted = {cid: ev for _, cid, _, _, ev in P._canonical(listing, rows)}
     assert {counted[c] for c in b64 if c in counted} == {EXTRAPOLATION}
