@@ -58,20 +58,29 @@ def test_a_second_run_of_some_notebooks_is_compared_on_those_only(monkeypatch, t
     assert json.loads(out.read_text())["notebooks"] == ["00"]
 
 
+def _carried(monkeypatch, tmp_path, old_second, p01):
+    """An earlier comparison of notebook 01 (first side reproduced, p_adj 0.001; ``old_second``) in old.json, and
+    today's pages: a (00 and 01, 01 at p_adj ``p01``) and b (00 only, 01 not run). Returns the pages, the
+    arguments comparing 00 and carrying 01 from old.json, and the output path."""
+    import json
+    old = {"rows": [{"notebook": "01", "id": "z", "first": _row("01", "z", "reproduced", 0.001),
+                     "second": old_second}]}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    pages = {tmp_path / "a": [_row("00", "x", "reproduced", 0.001), _row("01", "z", "reproduced", p01)],
+             tmp_path / "b": [_row("00", "x", "reproduced", 0.002), _row("01", "z", "not run")]}
+    monkeypatch.setattr(vs, "rows_of", lambda cache, scale, stale_ok=False: pages[Path(cache)])
+    out = tmp_path / "cmp.json"
+    return pages, [str(tmp_path / "a"), str(tmp_path / "b"), "--notebooks", "00", "--carry",
+                   str(tmp_path / "old.json"), "--json", str(out)], out
+
+
 def test_carried_rows_are_kept_only_where_todays_first_page_reads_as_the_old_comparisons(monkeypatch, tmp_path):
     """--carry: the notebooks the second run did not repeat keep an earlier comparison's rows when today's first
     page gives each of them the same verdict, label and p_adj (the same numbers, the same rule); otherwise the
     notebook is named and must be run again."""
     import json
-    old = {"rows": [{"notebook": "01", "id": "z", "first": _row("01", "z", "reproduced", 0.001),
-                     "second": _row("01", "z", "inconclusive", 0.03)}]}
-    (tmp_path / "old.json").write_text(json.dumps(old))
-    pages = {tmp_path / "a": [_row("00", "x", "reproduced", 0.001), _row("01", "z", "reproduced", 0.001)],
-             tmp_path / "b": [_row("00", "x", "reproduced", 0.002), _row("01", "z", "not run")]}
-    monkeypatch.setattr(vs, "rows_of", lambda cache, scale, stale_ok=False: pages[Path(cache)])
-    out = tmp_path / "cmp.json"
-    args = [str(tmp_path / "a"), str(tmp_path / "b"), "--notebooks", "00", "--carry", str(tmp_path / "old.json"),
-            "--json", str(out), "--allow", "1"]
+    pages, base, out = _carried(monkeypatch, tmp_path, _row("01", "z", "inconclusive", 0.03), 0.001)
+    args = base + ["--allow", "1"]
     assert vs.main(args) == 0
     res = json.loads(out.read_text())
     assert res["notebooks"] == ["00", "01"] and res["carried"]["notebooks"] == ["01"]
@@ -103,15 +112,7 @@ def test_notebooks_without_a_second_run_and_named_second_runs_are_recorded(monke
     """--without: notebooks re-made with no second run are recorded (no_second_run) and not carried from an older
     comparison; --second-run names what a notebook's second page was where it is not the file's own."""
     import json
-    old = {"rows": [{"notebook": "01", "id": "z", "first": _row("01", "z", "reproduced", 0.001),
-                     "second": _row("01", "z", "reproduced", 0.002)}]}
-    (tmp_path / "old.json").write_text(json.dumps(old))
-    pages = {tmp_path / "a": [_row("00", "x", "reproduced", 0.001), _row("01", "z", "reproduced", 0.004)],
-             tmp_path / "b": [_row("00", "x", "reproduced", 0.002), _row("01", "z", "not run")]}
-    monkeypatch.setattr(vs, "rows_of", lambda cache, scale, stale_ok=False: pages[Path(cache)])
-    out = tmp_path / "cmp.json"
-    base = [str(tmp_path / "a"), str(tmp_path / "b"), "--notebooks", "00", "--carry", str(tmp_path / "old.json"),
-            "--json", str(out)]
+    _, base, out = _carried(monkeypatch, tmp_path, _row("01", "z", "reproduced", 0.002), 0.004)
     with pytest.raises(SystemExit, match="01 read otherwise"):  # 01 was re-made since the old comparison
         vs.main(base)
     assert vs.main(base + ["--without", "01", "--second-run", "00=the 1-thread run of abc",

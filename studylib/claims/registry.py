@@ -248,7 +248,7 @@ REGISTRY: dict[tuple[str, str], Meta] = {
     # and soft assignment, nearest centroid and 1-NN coincide (Sec. 2.3), so the MN panel's 1-shot effect is the
     # PN panel's, seed by seed
     **{("02_batch_size_sweep", f"fig2-nca-beats-{m}-{s}shot-b64"): Meta(EXTRAPOLATION, note=_B64)
-       for m in ("pn", "mn") for s in (1, 5)},
+       for m, s in (("pn", 1), ("pn", 5), ("mn", 5))},  # MN 1-shot at b = 64: the alias below
     **{("02_batch_size_sweep", f"fig2-nca-beats-mn-1shot-b{b}"): Meta(
         EXTRAPOLATION if b == 64 else PAPER, alias_of=f"02_batch_size_sweep:fig2-nca-beats-pn-1shot-b{b}",
         note="1-shot MN is the 1-shot PN model (share_one_shot) and both classifiers coincide at one shot")
