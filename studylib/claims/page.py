@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import math
 import sys
@@ -351,20 +352,43 @@ def _by_paper(listing: dict[str, list[tuple[str, Claim]]], rows: dict[tuple[str,
                          "paper (paper claims only)")
 
 
+@functools.lru_cache(maxsize=None)
+def data_of(notebook: str, name: str) -> str | None:
+    """The data set a notebook's parameter file ``name`` trains on (its ``data`` parameter); None for a notebook
+    without one (01: formulas) or a file that does not load."""
+    from studylib.config import load_params
+    try:
+        return getattr(load_params(experiment_module(notebook).Params, notebook, name), "data", None)
+    except Exception:  # noqa: BLE001 - a schema without data, or a broken file (named where the page lists it)
+        return None
+
+
+def on_real_data(row: Row) -> bool:
+    """Whether a judged row's table trained on a real data set: one studylib reads from files (the Omniglot
+    subset, the papers' data), not one it generates (:data:`studylib.data.GENERATED`)."""
+    from studylib.data import GENERATED
+    data = data_of(row.notebook, row.table) if row.status == "judged" else None
+    return data is not None and data not in GENERATED and data != "folder"
+
+
 def _decided(listing: dict[str, list[tuple[str, Claim]]], rows: dict[tuple[str, str], Row]) -> list[str]:
-    """The paper claims a column decided, with the measured effect, p, adjusted p and seeds."""
-    out = ["| paper | notebook | claim | measured (95% CI over seeds) | size (measured / the paper's effect) | "
-           "p / p_adj | verdict |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    """The paper claims a column decided, with the data they were decided on, the measured effect, p, adjusted p
+    and seeds."""
+    out = ["| paper | notebook | claim | data | measured (95% CI over seeds) | size (measured / the paper's effect) | "
+           "p / p_adj | verdict |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for nb, cid, c, r, evidence in _canonical(listing, rows):
         if evidence != PAPER_EVIDENCE or r.verdict not in DECISIVE:
             continue
         j = r.judgement
         note = meta(nb, cid, c.expect.kind).why_not_reproduced if r.verdict == NOT_REPRODUCED else ""
-        cells = [PAPER_NAMES.get(_paper_of(nb), "-"), nb, c.claim, r.measured_text or "-", r.size() or "-",
+        data = data_of(nb, r.table) or "-"
+        cells = [PAPER_NAMES.get(_paper_of(nb), "-"), nb, c.claim,
+                 data + (" (real)" if on_real_data(r) else " (generated)" if data != "-" else ""),
+                 r.measured_text or "-", r.size() or "-",
                  f"{_fmt_p(j.p)} / {_fmt_p(j.p_adj)}" if j.p is not None else "-",
                  f"**{j.label}**" + (f": {note}" if note else "")]
         out.append("| " + " | ".join(x.replace("|", "/") for x in cells) + " |")
-    return out if len(out) > 2 else out + ["| - | - | none | - | - | - | - |"]
+    return out if len(out) > 2 else out + ["| - | - | none | - | - | - | - | - |"]
 
 
 def _marginal(listing: dict[str, list[tuple[str, Claim]]], rows: dict[tuple[str, str], Row]) -> list[str]:
@@ -508,6 +532,19 @@ def _scale_sentence(column: str, judged: dict[str, dict[tuple[str, str], Row]], 
     return f"{len(made)} notebooks' tables; {seeds_text} training seeds per estimate.{stale_text}"
 
 
+def _cost_sentence(used: dict[str, list[tuple[str, dict[str, Any]]]]) -> str:
+    """What the counted tables of a scale cost, from their own records (``seconds``: the notebook's run from an
+    empty cache, :func:`~studylib.claims.table.provenance`), or "" where none records it."""
+    cost = {nb: sum(float(t.get("seconds") or 0) for _, t in tabs) for nb, tabs in used.items() if tabs}
+    cost = {nb: s for nb, s in cost.items() if s > 0}
+    if not cost:
+        return ""
+    top = max(cost, key=cost.get)
+    return (f" The tables record {sum(cost.values()) / 60:.0f} min of work from an empty cache ({len(cost)} "
+            f"notebooks; a run two notebooks share counted in each; the longest, {top}, "
+            f"{cost[top] / 60:.0f} min).")
+
+
 def readme_summary(notebooks: Iterable[str] | None = None, rows: PageRows | None = None) -> str:
     """The README's "What we found": the scale it leads with and why, verdict words, counts by paper and kind,
     the decided and marginal paper claims, the other scales beside, and the key figures."""
@@ -521,10 +558,12 @@ def readme_summary(notebooks: Iterable[str] | None = None, rows: PageRows | None
                  "for minutes",
         "evidence": "the **evidence** scale: the smoke scale's data and networks (and, for the Omniglot papers, a "
                     "real Omniglot subset split by alphabet), trained long enough to pass each notebook's regime "
-                    "checks, with the training seeds a power analysis asks for; about an hour and a half on two CPU "
-                    "cores",
+                    "checks, with the training seeds a power analysis asks for",
     }[lead]
-    decided = sum(1 for *_, r, e in _canonical(listing, judged[lead]) if e == PAPER_EVIDENCE and r.verdict in DECISIVE)
+    cost = _cost_sentence(tables[lead])
+    decided_rows = [r for *_, r, e in _canonical(listing, judged[lead])
+                    if e == PAPER_EVIDENCE and r.verdict in DECISIVE]
+    decided, real = len(decided_rows), sum(1 for r in decided_rows if on_real_data(r))
     few = ("" if decided >= 10 else
            " Little is decided: a claim is decided only when its family-adjusted p reaches 1%, which small effects "
            "need many seeds for; the seeds each claim needs are on the claims page (`./study power`).")
@@ -534,9 +573,11 @@ def readme_summary(notebooks: Iterable[str] | None = None, rows: PageRows | None
                    *_by_kind(listing, judged[col]), ""]
     return "\n".join([
         "## What we found", "",
-        f"**Where these verdicts come from:** {where}; {_scale_sentence(lead, judged, tables)} They say whether a "
+        f"**Where these verdicts come from:** {where}; {_scale_sentence(lead, judged, tables)}{cost} They say "
+        "whether a "
         f"paper's effect shows up in this setting, not whether its published numbers hold. {decided} paper claims "
-        f"are decided at this scale.{few}", "",
+        f"are decided at this scale, {real} of them on real data (a data set read from files, here the Omniglot "
+        f"subset; the others on data studylib generates).{few}", "",
         VERDICT_WORDS, "",
         f"**By paper** ({lead} scale; paper claims only, aliases once):", "", *_by_paper(listing, judged[lead]), "",
         f"**Paper claims the {lead} runs decided:**", "", *_decided(listing, judged[lead]), "",

@@ -492,6 +492,15 @@ WHY_NOT_REPRODUCED: dict[tuple[str, str], str] = {
        "ResNet-12 of widths 8-32 whose map is 4 x 4 cells, 30 training steps), where the paper's 11 x 11 map of an "
        "84-px miniImageNet image trained 90 epochs: the scale and the data (a 4 x 4 glyph map has little to mine "
        "between patches)" for s in (1, 5)},
+    **{("06_beclr_pretraining", cid):
+       f"on the Latin alphabet BECLR {what} trails SimCLR trained with the same data, views, optimiser, batches and "
+       "300 steps (Conv4-64 at 28 px on the subset's three training alphabets), where the paper pretrains a "
+       "ResNet-18 for 400 epochs on miniImageNet; BECLR learns here (+20 points over its untrained network) and "
+       "notebook 08 shows its DyCE memory costing accuracy at this length: the scale, the data, or a defect of the "
+       "study's BECLR that the study has not ruled out"
+       for cid, what in (("fig5-no-opta-beats-simclr-1shot", "without OpTA at 1 shot"),
+                         ("t1-beats-simclr-5shot", "with OpTA at 5 shots"),
+                         ("fig5-no-opta-beats-simclr-5shot", "without OpTA at 5 shots"))},
     ("03_pair_subsampling", "fig3-mn-b128-n5-mn8-on-curve"):
         "5-shot MN episodes lie above the subsampled-NCA curve, not on it, after the short training; " + _SHORT
         + " (and the margin of 'very close' is the study's own)",

@@ -368,3 +368,27 @@ def test_each_notebook_is_judged_by_the_newest_stability_file_that_covers_it(mon
     assert path.name.endswith("01b.json") and set(pairs) == {("00", "x"), ("01", "x")}
     assert pairs[("00", "x")]["file"].name.endswith("01-01.json") and pairs[("01", "x")]["file"] == path
     assert P._second_run(path, "01") == "the 1-thread run of abc" and P._second_run(path, "00") == "the 2-thread run"
+
+
+def test_real_data_is_read_from_each_table_s_own_parameter_file():
+    """Issue 42 counts the decided paper claims "on real data": a row is on real data when the parameter file of
+    the table it comes from names a data set studylib reads from files, whatever the notebook's name says."""
+    judged = lambda nb, name: P.Row(nb, "x", "greater", "judged", name)  # noqa: E731
+    assert P.data_of("10_spe_omniglot", "evidence") == "omniglot"  # params/10/evidence.yaml: the subset
+    assert P.data_of("10_spe_omniglot", "smoke") == "glyphs"  # the same notebook's smoke file: generated
+    assert P.data_of("02_batch_size_sweep", "evidence") == "synthfs"
+    assert P.data_of("01_episodes_pairs", "smoke") is None  # formulas: no data parameter
+    assert P.on_real_data(judged("10_spe_omniglot", "evidence"))
+    assert not P.on_real_data(judged("10_spe_omniglot", "smoke"))
+    assert not P.on_real_data(judged("09_spe_synthetic", "evidence"))  # generated L shapes
+    assert not P.on_real_data(P.Row("10_spe_omniglot", "x", "greater", "not run", "evidence"))  # nothing measured
+
+
+def test_the_cost_sentence_adds_the_tables_own_seconds():
+    used = {"a": [("evidence", {"seconds": 600.0})], "b": [("evidence", {"seconds": 1500.0}),
+                                                           ("evidence-x", {"seconds": 300.0})],
+            "c": [], "d": [("evidence", {})]}
+    text = P._cost_sentence(used)
+    assert "40 min of work" in text and "(2 notebooks;" in text  # (600 + 1500 + 300) / 60; d records nothing
+    assert "the longest, b, 30 min" in text
+    assert P._cost_sentence({"a": [("evidence", {})]}) == ""
