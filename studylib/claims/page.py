@@ -352,11 +352,15 @@ def _by_paper(listing: dict[str, list[tuple[str, Claim]]], rows: dict[tuple[str,
                          "paper (paper claims only)")
 
 
-@functools.lru_cache(maxsize=None)
 def data_of(notebook: str, name: str) -> str | None:
     """The data set a notebook's parameter file ``name`` trains on (its ``data`` parameter); None for a notebook
-    without one (01: formulas) or a file that does not load."""
-    from studylib.config import load_params
+    without one (01: formulas) or a file that does not load. Read once per project root and file in a process."""
+    return _data_in(str(project_root()), notebook, name)
+
+
+@functools.lru_cache(maxsize=None)
+def _data_in(root: str, notebook: str, name: str) -> str | None:
+    from studylib.config import load_params  # it reads params/ under project_root(), which ``root`` names
     try:
         return getattr(load_params(experiment_module(notebook).Params, notebook, name), "data", None)
     except Exception:  # noqa: BLE001 - a schema without data, or a broken file (named where the page lists it)
@@ -368,7 +372,7 @@ def on_real_data(row: Row) -> bool:
     subset, the papers' data), not one it generates (:data:`studylib.data.GENERATED`)."""
     from studylib.data import GENERATED
     data = data_of(row.notebook, row.table) if row.status == "judged" else None
-    return data is not None and data not in GENERATED and data != "folder"
+    return data is not None and data not in GENERATED
 
 
 def _decided(listing: dict[str, list[tuple[str, Claim]]], rows: dict[tuple[str, str], Row]) -> list[str]:
@@ -574,10 +578,9 @@ def readme_summary(notebooks: Iterable[str] | None = None, rows: PageRows | None
     return "\n".join([
         "## What we found", "",
         f"**Where these verdicts come from:** {where}; {_scale_sentence(lead, judged, tables)}{cost} They say "
-        "whether a "
-        f"paper's effect shows up in this setting, not whether its published numbers hold. {decided} paper claims "
-        f"are decided at this scale, {real} of them on real data (a data set read from files, here the Omniglot "
-        f"subset; the others on data studylib generates).{few}", "",
+        f"whether a paper's effect shows up in this setting, not whether its published numbers hold. {decided} "
+        f"paper claims are decided at this scale, {real} of them on real data (a data set read from files, here "
+        f"the Omniglot subset; the others on data studylib generates).{few}", "",
         VERDICT_WORDS, "",
         f"**By paper** ({lead} scale; paper claims only, aliases once):", "", *_by_paper(listing, judged[lead]), "",
         f"**Paper claims the {lead} runs decided:**", "", *_decided(listing, judged[lead]), "",
